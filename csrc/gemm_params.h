@@ -1,0 +1,40 @@
+// Plain data shared by the host dispatch and the CUDA kernels: no torch types here,
+// so kernels compile without ATen headers.
+#pragma once
+#include <cstdint>
+
+namespace vecgemm {
+
+// Storage order of one operand. For A (M x K) and B (K x N) the kernels only need to
+// know which of the two logical dimensions is contiguous; `ld` is the other stride.
+enum class Layout : int { RowMajor = 0, ColMajor = 1 };
+
+struct Operand {
+  const float* ptr;
+  int64_t ld;            // stride of the non-contiguous dimension, in elements
+  int64_t batch_stride;  // 0 broadcasts one matrix over the batch
+};
+
+// D[b] = alpha * A[b] @ B[b] + beta * C[b], with D row-major.
+struct GemmParams {
+  int m, n, k;
+  int batch;
+  Operand a, b;
+  // C may have any strides (a bias broadcast over rows has row_stride 0); it is not
+  // read when beta == 0 or when it is null.
+  const float* c;
+  int64_t c_row_stride, c_col_stride, c_batch_stride;
+  float* d;
+  int64_t d_ld, d_batch_stride;
+  float alpha, beta;
+  // Split-K: grid.z = batch * k_splits; slice s covers K range [s*k_slice, (s+1)*k_slice).
+  // With k_splits > 1 the kernel writes raw partial sums to `workspace`
+  // ([k_splits][batch][m][n], dense) and a reduction kernel applies alpha, beta and C.
+  int k_splits;
+  int k_slice;
+  float* workspace;
+  // Whether the epilogue may move C and D four elements at a time (16-byte aligned rows).
+  bool c_vec4, d_vec4;
+};
+
+}  // namespace vecgemm

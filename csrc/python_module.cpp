@@ -1,0 +1,21 @@
+// torch_vecgemm._C: loading it registers the ops (ops.cpp, cuda/dispatch.cpp); these
+// bindings expose the eligibility rules and the tuning controls to the Python package.
+#include <torch/extension.h>
+
+#include "problem.h"
+#include "tuning.h"
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("fallback_reason", &vecgemm::fallback_reason, py::arg("A"), py::arg("B"),
+        py::arg("C") = py::none(), py::arg("variant") = "auto",
+        "None if the CUDA kernel will run for alpha * A @ B + beta * C, else why not.");
+  m.def("variants", &vecgemm::available_variants, "Kernel variants this build can run.");
+  m.def("cuda_kernels_built", [] { return vecgemm::available_variants().size() > 1; });
+  m.def("set_autotune", &vecgemm::set_autotune);
+  m.def("autotune_enabled", &vecgemm::autotune_enabled);
+  m.def("tuning_entries", &vecgemm::tuning_entries);
+  m.def("add_tuning_entry", &vecgemm::add_tuning_entry);
+  m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);
+  m.def("selected_kernel", &vecgemm::selected_kernel, py::arg("A"), py::arg("B"), py::arg("variant") = "auto",
+        "The kernel (and split-K factor) A @ B would run on, or 'fallback: <reason>'.");
+}

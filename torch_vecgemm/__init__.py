@@ -1,0 +1,31 @@
+"""torch_vecgemm: hand-written float32 GEMM kernels for PyTorch.
+
+Importing the package loads ``torch_vecgemm._C``, which registers
+
+* ``torch.ops.vecgemm.sgemm(A, B, C=None, alpha=1.0, beta=0.0, variant="auto")`` and the
+  in-place ``torch.ops.vecgemm.sgemm_(C, A, B, alpha, beta, variant)``: strict, raising a
+  RuntimeError that names the broken rule when a CUDA kernel cannot take the input;
+* ``torch.ops.vecgemm.gemm(A, B, C=None, alpha=1.0, beta=0.0)``: the lenient op behind the
+  functions below, which runs the kernel when the rules allow and otherwise returns exactly
+  what ``torch.addmm`` / ``torch.baddbmm`` compute.
+
+The functions here accept whatever their torch counterparts accept.
+"""
+from . import _C  # noqa: F401  (registers torch.ops.vecgemm)
+from ._ops import bmm, fallback_reason, linear, mm, selected_kernel, sgemm, variants
+from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cache
+
+__all__ = [
+    "sgemm",
+    "mm",
+    "bmm",
+    "linear",
+    "fallback_reason",
+    "selected_kernel",
+    "variants",
+    "autotune",
+    "tuning_cache",
+    "save_tuning_cache",
+    "load_tuning_cache",
+]
+__version__ = "0.1.0"

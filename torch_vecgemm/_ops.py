@@ -1,0 +1,119 @@
+"""Python side of the vecgemm ops: fake (meta) implementations for torch.compile,
+autograd formulas, and the public functions."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _C
+
+_gemm = torch.ops.vecgemm.gemm.default
+
+
+def fallback_reason(A: Tensor, B: Tensor, C: Optional[Tensor] = None, *, variant: str = "auto") -> Optional[str]:
+    """None if ``sgemm(A, B, C)`` will run on a CUDA kernel, else a short reason why not.
+
+    The same rules (implemented once, in C++) make the strict ops raise.
+    """
+    return _C.fallback_reason(A, B, C, variant)
+
+
+def selected_kernel(A: Tensor, B: Tensor, *, variant: str = "auto") -> str:
+    """The kernel (and split-K factor) ``A @ B`` would run on, or ``"fallback: <reason>"``."""
+    return _C.selected_kernel(A, B, variant)
+
+
+def variants() -> list[str]:
+    """Names accepted by the ``variant`` argument of the strict ops in this build."""
+    return list(_C.variants())
+
+
+def sgemm(A: Tensor, B: Tensor, C: Optional[Tensor] = None, *, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """``alpha * A @ B + beta * C`` for matrices (2-D) or batches of matrices (3-D).
+
+    With ``beta == 0`` (the default) C is not read. Inputs the kernel cannot take (another
+    dtype or device, unusual strides) give the result ``torch.addmm`` / ``torch.baddbmm``
+    would; ``fallback_reason`` says when and why.
+    """
+    return _gemm(A, B, C, float(alpha), float(beta))
+
+
+def mm(A: Tensor, B: Tensor) -> Tensor:
+    """Drop-in for ``torch.mm``."""
+    if A.dim() != 2 or B.dim() != 2:
+        return torch.mm(A, B)  # torch's own error for non-matrices
+    return _gemm(A, B)
+
+
+def bmm(A: Tensor, B: Tensor) -> Tensor:
+    """Drop-in for ``torch.bmm``; B may be a batch-broadcast view (``W.expand(b, K, N)``)."""
+    if A.dim() != 3 or B.dim() != 3:
+        return torch.bmm(A, B)
+    return _gemm(A, B)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """Drop-in for ``torch.nn.functional.linear``: ``x @ weight.T + bias``.
+
+    ``weight.T`` is a column-major view, read by the kernel as it is, with no copy.
+    """
+    if x.dim() < 1 or weight.dim() != 2:
+        return torch.nn.functional.linear(x, weight, bias)
+    lead = x.shape[:-1]
+    out = _gemm(x.reshape(-1, x.shape[-1]), weight.t(), bias, 1.0, 0.0 if bias is None else 1.0)
+    return out.reshape(*lead, weight.shape[0])
+
+
+# ---- torch.compile: shapes without running anything ------------------------------------
+
+
+def _result_shape(A: Tensor, B: Tensor) -> list:
+    torch._check(A.dim() in (2, 3) and A.dim() == B.dim(), lambda: "A and B must both be 2-D or both 3-D")
+    torch._check(A.shape[-1] == B.shape[-2], lambda: f"inner dimensions differ: {tuple(A.shape)}, {tuple(B.shape)}")
+    if A.dim() == 3:
+        torch._check(A.shape[0] == B.shape[0], lambda: "batch sizes differ")
+    return [*A.shape[:-1], B.shape[-1]]
+
+
+@torch.library.register_fake("vecgemm::sgemm")
+def _sgemm_fake(A, B, C=None, alpha=1.0, beta=0.0, variant="auto"):
+    return A.new_empty(_result_shape(A, B))
+
+
+@torch.library.register_fake("vecgemm::sgemm_")
+def _sgemm_inplace_fake(C, A, B, alpha=1.0, beta=0.0, variant="auto"):
+    torch._check(list(C.shape) == _result_shape(A, B), lambda: "C must have the result's shape")
+
+
+@torch.library.register_fake("vecgemm::gemm")
+def _gemm_fake(A, B, C=None, alpha=1.0, beta=0.0):
+    return A.new_empty(_result_shape(A, B))
+
+
+# ---- autograd: out = alpha * A @ B + beta * C ----------------------------------------------
+
+
+def _setup_context(ctx, inputs, output):
+    A, B, C, alpha, beta = inputs[:5]
+    ctx.save_for_backward(A if ctx.needs_input_grad[1] else None, B if ctx.needs_input_grad[0] else None)
+    ctx.alpha, ctx.beta = alpha, beta
+    ctx.c_shape = None if C is None else C.shape
+    ctx.num_inputs = len(inputs)
+
+
+def _backward(ctx, grad):
+    A, B = ctx.saved_tensors
+    # Through the lenient op: the transposed operands are column-major views that the
+    # kernels read directly, and other dtypes (float64 gradcheck) fall back to ATen.
+    grad_a = _gemm(grad, B.mT, None, ctx.alpha, 0.0) if ctx.needs_input_grad[0] else None
+    grad_b = _gemm(A.mT, grad, None, ctx.alpha, 0.0) if ctx.needs_input_grad[1] else None
+    grad_c = None
+    if ctx.c_shape is not None and ctx.needs_input_grad[2]:
+        grad_c = (grad * ctx.beta).sum_to_size(ctx.c_shape)
+    return (grad_a, grad_b, grad_c) + (None,) * (ctx.num_inputs - 3)
+
+
+torch.library.register_autograd("vecgemm::sgemm", _backward, setup_context=_setup_context)
+torch.library.register_autograd("vecgemm::gemm", _backward, setup_context=_setup_context)
