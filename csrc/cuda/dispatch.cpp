@@ -1,0 +1,242 @@
+// CUDA implementations of the vecgemm ops: turn tensors into GemmParams, pick a kernel,
+// launch it on the current stream under a device guard. The rules for what may reach a
+// kernel are in problem.cpp (shared) and kernel_violation() below (per variant).
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+#include "../problem.h"
+#include "../reference.h"
+#include "kernels.h"
+#include "selection.h"
+
+namespace vecgemm {
+
+// ---- the variant table -----------------------------------------------------------------
+
+namespace {
+
+TiledKernel (&kernel_table())[kNumTileConfigs][2][2][2] {
+  static TiledKernel table[kNumTileConfigs][2][2][2] = {};
+  return table;
+}
+
+constexpr int kNumConfigs = kNumTileConfigs;
+
+constexpr const char* kAuto = "auto";
+constexpr const char* kVectorized = "vectorized";  // the seed's kernel
+
+// -1 for "auto", kNumConfigs for the seed's kernel, else a tiled configuration.
+std::optional<int> variant_index(const std::string& variant) {
+  if (variant == kAuto) return -1;
+  if (variant == kVectorized) return kNumConfigs;
+  for (int c = 0; c < kNumConfigs; ++c)
+    if (variant == kTileConfigs[c].name) return c;
+  return std::nullopt;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Every K-or-MN vector of the operand is 16-byte aligned: pointer, leading dimension and
+// batch stride all multiples of four floats.
+bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
+  const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
+  return aligned16(t.data_ptr()) && s.ld % 4 == 0 && batch_stride % 4 == 0;
+}
+
+// Dense row-major, as the seed's kernel indexes (lda = K, ldb = ldc = N).
+bool row_major_dense(const at::Tensor& t) {
+  return (t.size(-1) == 1 || t.stride(-1) == 1) && (t.size(-2) == 1 || t.stride(-2) == t.size(-1));
+}
+
+Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out) {
+  const GemmShape s = shape_of(A, B);
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}, {"C", C_out}}) {
+    if (t == nullptr) continue;
+    if (!row_major_dense(*t))
+      return std::string(name) + " is not row-major contiguous, which the vectorized kernel requires";
+    if (!aligned16(t->data_ptr()) || (t->dim() == 3 && t->stride(0) % 4 != 0))
+      return std::string(name) + "'s data pointer is not 16-byte aligned, which the vectorized kernel requires";
+  }
+  if (s.m % 128 != 0) return "M = " + std::to_string(s.m) + " is not a multiple of 128 (vectorized kernel)";
+  if (s.n % 128 != 0) return "N = " + std::to_string(s.n) + " is not a multiple of 128 (vectorized kernel)";
+  if (s.k % 8 != 0) return "K = " + std::to_string(s.k) + " is not a multiple of 8 (vectorized kernel)";
+  return std::nullopt;
+}
+
+Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out,
+                 const std::string& variant) {
+  const auto index = variant_index(variant);
+  if (!index) {
+    std::string names;
+    for (const auto& v : available_variants()) names += (names.empty() ? "" : ", ") + v;
+    return "unknown variant '" + variant + "' (available: " + names + ")";
+  }
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
+    if (!storage_of(*t)) {
+      std::ostringstream os;
+      os << name << " is neither row- nor column-major (strides " << t->strides() << ")";
+      return os.str();
+    }
+  const GemmShape s = shape_of(A, B);
+  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+  if (std::max({s.batch, s.m, s.n, s.k}) > kIntMax)
+    return "a dimension is 2^31 or larger; the kernels index dimensions with 32-bit integers";
+  if (*index == kNumConfigs) return vectorized_violation(A, B, C_out);
+  if (*index >= 0 && !kTileConfigs[*index].scalar && !(vec4_ok(A, *storage_of(A)) && vec4_ok(B, *storage_of(B))))
+    return "variant " + variant + " is built for 16-byte aligned operands only (pointer, leading dimension "
+           "and batch stride multiples of 4 floats)";
+  return std::nullopt;
+}
+
+// ---- launching ---------------------------------------------------------------------------
+
+ProblemKey key_of(const at::Tensor& A, const at::Tensor& B) {
+  const GemmShape s = shape_of(A, B);
+  const MatrixStorage sa = *storage_of(A), sb = *storage_of(B);
+  return ProblemKey{int(s.batch), int(s.m), int(s.n), int(s.k), sa.layout, sb.layout,
+                    vec4_ok(A, sa) && vec4_ok(B, sb)};
+}
+
+// The operands' part of the kernel parameters; the caller fills in D and C.
+GemmParams operand_params(const at::Tensor& A, const at::Tensor& B, double alpha) {
+  const GemmShape s = shape_of(A, B);
+  GemmParams p{};
+  p.m = int(s.m), p.n = int(s.n), p.k = int(s.k), p.batch = int(s.batch);
+  p.a = Operand{A.data_ptr<float>(), storage_of(A)->ld, A.dim() == 3 ? A.stride(0) : 0};
+  p.b = Operand{B.data_ptr<float>(), storage_of(B)->ld, B.dim() == 3 ? B.stride(0) : 0};
+  p.alpha = float(alpha);
+  p.k_splits = 1, p.k_slice = p.k;
+  return p;
+}
+
+// D = alpha * A @ B + beta * C with D row-major; C (any strides, broadcast allowed) is only
+// read when beta != 0 and may be D itself. The caller has checked violation().
+void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
+         const std::optional<at::Tensor>& C, double alpha, double beta, const std::string& variant) {
+  const GemmShape s = shape_of(A, B);
+  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+  const bool use_c = C.has_value() && beta != 0.0;
+  const auto out_sizes = s.out_sizes();
+  if (s.k == 0) {  // an empty sum: D = beta * C
+    if (!use_c) {
+      D.zero_();
+    } else {
+      if (!D.is_same(*C)) D.copy_(C->expand(out_sizes));
+      D.mul_(beta);
+    }
+    return;
+  }
+
+  const c10::cuda::CUDAGuard guard(A.device());
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  GemmParams p = operand_params(A, B, alpha);
+  p.d = D.data_ptr<float>();
+  p.d_ld = D.stride(-2);
+  p.d_batch_stride = D.dim() == 3 ? D.stride(0) : 0;
+  p.d_vec4 = aligned16(p.d) && p.d_ld % 4 == 0 && p.d_batch_stride % 4 == 0;
+  p.beta = use_c ? float(beta) : 0.0f;
+
+  const int index = *variant_index(variant);
+  if (index == kNumConfigs) {
+    // The seed's kernel reads beta * C from D itself.
+    if (use_c && !D.is_same(*C)) D.copy_(C->expand(out_sizes));
+    launch_vectorized(p, stream);
+    return;
+  }
+  if (use_c) {
+    const at::Tensor c = C->expand(out_sizes);
+    p.c = c.data_ptr<float>();
+    p.c_row_stride = c.stride(-2), p.c_col_stride = c.stride(-1);
+    p.c_batch_stride = c.dim() == 3 ? c.stride(0) : 0;
+    p.c_vec4 = aligned16(p.c) && p.c_col_stride == 1 && p.c_row_stride % 4 == 0 &&
+               p.c_batch_stride % 4 == 0;
+  }
+  const ProblemKey key = key_of(A, B);
+  run_tiled(p, key, choose(key, index, p, stream), stream);
+}
+
+// ---- the ops -------------------------------------------------------------------------------
+
+at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                      double alpha, double beta, c10::string_view variant) {
+  const std::string v(variant);
+  if (auto r = fallback_reason(A, B, C, v)) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
+  at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
+  run(D, A, B, C, alpha, beta, v);
+  return D;
+}
+
+void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha,
+                               double beta, c10::string_view variant) {
+  const std::string v(variant);
+  Reason r = contract_violation(A, B, C);
+  if (!r) r = inplace_violation(C, A, B);
+  if (!r) r = violation(A, B, &C, v);
+  if (r) TORCH_CHECK(false, "vecgemm.sgemm_: ", *r);
+  if (storage_of(C)->layout == Layout::RowMajor) {
+    run(C, A, B, C, alpha, beta, v);
+  } else {
+    // A column-major C is a row-major C^T = B^T A^T: the same kernels, operands swapped.
+    const at::Tensor Ct = C.transpose(-1, -2);
+    run(Ct, B.transpose(-1, -2), A.transpose(-1, -2), Ct, alpha, beta, v);
+  }
+}
+
+// The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
+// otherwise exactly what torch.addmm / torch.baddbmm compute.
+at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                     double alpha, double beta) {
+  if (fallback_reason(A, B, C, kAuto)) return gemm_reference(A, B, C, alpha, beta);
+  at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
+  run(D, A, B, C, alpha, beta, kAuto);
+  return D;
+}
+
+}  // namespace
+
+// ---- what problem.h declares ---------------------------------------------------------------
+
+Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                        const std::string& variant) {
+  // C is only read by the out-of-place ops, so it adds no rule of its own.
+  (void)C;
+  return violation(A, B, nullptr, variant);
+}
+
+std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
+  if (auto r = fallback_reason(A, B, std::nullopt, variant)) return "fallback: " + *r;
+  const int index = *variant_index(variant);
+  if (index == kNumConfigs) return kVectorized;
+  const c10::cuda::CUDAGuard guard(A.device());
+  const ProblemKey key = key_of(A, B);
+  const Choice c = choose(key, index, operand_params(A, B, 1.0), c10::cuda::getCurrentCUDAStream());
+  return std::string(kTileConfigs[c.config].name) + (c.splits > 1 ? " split-k " + std::to_string(c.splits) : "");
+}
+
+std::vector<std::string> available_variants() {
+  std::vector<std::string> names{kAuto, kVectorized};
+  for (const auto& c : kTileConfigs) names.emplace_back(c.name);
+  return names;
+}
+
+void register_tiled_kernel(int config, Layout la, Layout lb, bool vec4, TiledKernel kernel) {
+  kernel_table()[config][int(la)][int(lb)][vec4] = kernel;
+}
+
+TiledKernel tiled_kernel(int config, Layout la, Layout lb, bool vec4) {
+  return kernel_table()[config][int(la)][int(lb)][vec4];
+}
+
+TORCH_LIBRARY_IMPL(vecgemm, CUDA, m) {
+  m.impl("sgemm", &sgemm_cuda);
+  m.impl("sgemm_", &sgemm_inplace_cuda);
+  m.impl("gemm", &gemm_cuda);
+}
+
+}  // namespace vecgemm

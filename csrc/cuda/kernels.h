@@ -1,0 +1,33 @@
+// Host-side entry points of the CUDA kernels: what dispatch.cpp and selection.cpp may
+// call. Each launcher runs on the given stream and checks its launch.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "../gemm_params.h"
+#include "tile_configs.h"
+
+namespace vecgemm {
+
+using LaunchFn = void (*)(const GemmParams&, cudaStream_t);
+
+// One compiled instance of the tiled kernel.
+struct TiledKernel {
+  LaunchFn launch;
+  const void* entry;  // the __global__ function, for occupancy queries
+  int threads;
+};
+
+// The instances of the tiled kernel, filled at load time by the generated translation
+// units of sgemm_tiled_instances.cuh. config indexes kTileConfigs; vec4: every load of A
+// and B may be 16 bytes wide, otherwise scalar loads. An instance that was not built
+// (scalar loads for a row without `scalar`) has a null launch.
+void register_tiled_kernel(int config, Layout la, Layout lb, bool vec4, TiledKernel kernel);
+TiledKernel tiled_kernel(int config, Layout la, Layout lb, bool vec4);
+
+// The seed's kernel: C = alpha * A @ B + beta * C with C = p.d, row-major dense operands.
+void launch_vectorized(const GemmParams& p, cudaStream_t stream);
+
+// Split-K: D = alpha * (sum of the p.k_splits partial products) + beta * C.
+void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream);
+
+}  // namespace vecgemm

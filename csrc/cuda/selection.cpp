@@ -1,0 +1,215 @@
+#include "selection.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels.h"
+
+namespace vecgemm {
+namespace {
+
+// Cost-model constants for the H200; only their ratios matter for the ranking.
+constexpr double kMacsPerNsPerSm = 190.0;  // ~75% of 128 FP32 lanes at 1.98 GHz
+constexpr double kBytesPerNs = 3500.0;     // sustained HBM3e bandwidth
+constexpr double kLaunchNs = 2500.0;       // one kernel launch and its tail
+// Split-K factors tried, and the least K a slice may have (shorter slices are all prologue).
+constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+constexpr int kMinSlice = 64;
+// Autotune times this many of the model's best candidates.
+constexpr int kAutotuneCandidates = 6;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::mutex g_mutex;
+std::atomic<bool> g_autotune{[] {
+  const char* v = std::getenv("VECGEMM_AUTOTUNE");
+  return v != nullptr && std::string(v) == "1";
+}()};
+std::unordered_map<std::string, Choice> g_cache;
+
+int sm_count(int device) {
+  static std::map<int, int> counts;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = counts.find(device);
+  if (it != counts.end()) return it->second;
+  int v = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device));
+  return counts[device] = v;
+}
+
+int blocks_per_sm(const TiledKernel& kernel, int device) {
+  static std::map<std::pair<const void*, int>, int> occupancy;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const auto key = std::make_pair(kernel.entry, device);
+  auto it = occupancy.find(key);
+  if (it != occupancy.end()) return it->second;
+  int v = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel.entry, kernel.threads, 0));
+  return occupancy[key] = std::max(v, 1);
+}
+
+int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
+
+// Estimated nanoseconds: the busiest SM's share of the tiles (wave quantization, edge
+// tiles computed whole), slowed when it holds fewer blocks than it could; never faster
+// than reading every operand once; plus launches and the split-K workspace round trip.
+double model_ns(const ProblemKey& key, int config, int splits, int device) {
+  const TileConfigRow& c = kTileConfigs[config];
+  const int slice = slice_for(key.k, splits, c.bk);
+  const int64_t real_splits = ceil_div(key.k, slice);
+  const int64_t blocks = ceil_div(key.m, c.bm) * ceil_div(key.n, c.bn) * key.batch * real_splits;
+  const int sms = sm_count(device);
+  const int occ = blocks_per_sm(tiled_kernel(config, key.la, key.lb, key.vec4), device);
+  const int64_t per_sm = ceil_div(blocks, sms);
+  const double util = 0.55 + 0.45 * double(std::min<int64_t>(per_sm, occ)) / occ;
+  const double macs = double(per_sm) * c.bm * c.bn * slice;
+  const double compute = macs / (kMacsPerNsPerSm * util * c.eff_percent / 100.0);
+  double bytes = 4.0 * key.batch * (double(key.m) * key.k + double(key.k) * key.n + double(key.m) * key.n);
+  if (real_splits > 1) bytes += 8.0 * key.batch * double(key.m) * key.n * real_splits;
+  return std::max(compute, bytes / kBytesPerNs) + kLaunchNs * (real_splits > 1 ? 2 : 1);
+}
+
+std::vector<std::pair<double, Choice>> ranked(const ProblemKey& key, int forced_config, int device) {
+  std::vector<std::pair<double, Choice>> out;
+  for (int c = 0; c < kNumTileConfigs; ++c) {
+    if (forced_config >= 0 && c != forced_config) continue;
+    if (tiled_kernel(c, key.la, key.lb, key.vec4).launch == nullptr) continue;
+    int last_splits = 0;
+    for (int s : kSplitCandidates) {
+      const int slice = slice_for(key.k, s, kTileConfigs[c].bk);
+      const int real = int(ceil_div(key.k, slice));
+      if (real == last_splits || (s > 1 && slice < kMinSlice)) continue;
+      last_splits = real;
+      out.push_back({model_ns(key, c, real, device), Choice{c, real}});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  return out;
+}
+
+// Median of a few timed runs into a scratch output, so the caller's tensors are untouched.
+float time_choice(GemmParams p, const ProblemKey& key, Choice choice, float* scratch, cudaStream_t stream) {
+  p.d = scratch;
+  p.d_ld = key.n;
+  p.d_batch_stride = int64_t(key.m) * key.n;
+  p.d_vec4 = key.n % 4 == 0;
+  run_tiled(p, key, choice, stream);  // warm-up
+  constexpr int kReps = 5;
+  std::vector<float> ms(kReps);
+  cudaEvent_t start, stop;
+  C10_CUDA_CHECK(cudaEventCreate(&start));
+  C10_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int r = 0; r < kReps; ++r) {
+    C10_CUDA_CHECK(cudaEventRecord(start, stream));
+    run_tiled(p, key, choice, stream);
+    C10_CUDA_CHECK(cudaEventRecord(stop, stream));
+    C10_CUDA_CHECK(cudaEventSynchronize(stop));
+    C10_CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
+  }
+  C10_CUDA_CHECK(cudaEventDestroy(start));
+  C10_CUDA_CHECK(cudaEventDestroy(stop));
+  std::nth_element(ms.begin(), ms.begin() + kReps / 2, ms.end());
+  return ms[kReps / 2];
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace
+
+std::string ProblemKey::str() const {
+  return "b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
+         std::to_string(k) + "_" + (la == Layout::RowMajor ? "r" : "c") +
+         (lb == Layout::RowMajor ? "r" : "c") + (vec4 ? "_v4" : "_v1");
+}
+
+Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params, cudaStream_t stream) {
+  const int device = c10::cuda::current_device();
+  if (forced_config < 0) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_cache.find(key.str());
+    if (it != g_cache.end()) return it->second;
+  }
+  auto candidates = ranked(key, forced_config, device);
+  TORCH_INTERNAL_ASSERT(!candidates.empty());
+  if (forced_config >= 0 || !g_autotune.load() || capturing(stream)) return candidates.front().second;
+
+  auto scratch = at::empty({int64_t(key.batch) * key.m * key.n}, at::device(at::kCUDA).dtype(at::kFloat));
+  Choice best = candidates.front().second;
+  float best_ms = INFINITY;
+  const int n = std::min<int>(kAutotuneCandidates, candidates.size());
+  for (int i = 0; i < n; ++i) {
+    const float ms = time_choice(params, key, candidates[i].second, scratch.data_ptr<float>(), stream);
+    if (ms < best_ms) best_ms = ms, best = candidates[i].second;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_cache[key.str()] = best;
+  return best;
+}
+
+void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream) {
+  const TiledKernel kernel = tiled_kernel(choice.config, key.la, key.lb, key.vec4);
+  p.k_slice = slice_for(p.k, choice.splits, kTileConfigs[choice.config].bk);
+  p.k_splits = int(ceil_div(p.k, p.k_slice));
+  // grid.z carries batch x splits and may not exceed 65535.
+  const int max_batch = std::max(1, 65535 / p.k_splits);
+  at::Tensor workspace;
+  for (int b0 = 0; b0 < key.batch; b0 += max_batch) {
+    GemmParams q = p;
+    q.batch = std::min(max_batch, key.batch - b0);
+    q.a.ptr += b0 * p.a.batch_stride;
+    q.b.ptr += b0 * p.b.batch_stride;
+    if (q.c != nullptr) q.c += b0 * p.c_batch_stride;
+    q.d += b0 * p.d_batch_stride;
+    if (p.k_splits > 1) {
+      if (!workspace.defined())
+        workspace = at::empty({int64_t(p.k_splits) * q.batch * p.m * p.n},
+                              at::device(at::kCUDA).dtype(at::kFloat));
+      q.workspace = workspace.data_ptr<float>();
+    }
+    kernel.launch(q, stream);
+    if (p.k_splits > 1) launch_splitk_reduce(q, stream);
+  }
+}
+
+void set_autotune(bool enabled) { g_autotune = enabled; }
+bool autotune_enabled() { return g_autotune.load(); }
+
+std::vector<std::tuple<std::string, std::string, int>> tuning_entries() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<std::tuple<std::string, std::string, int>> out;
+  for (const auto& [key, choice] : g_cache)
+    out.emplace_back(key, kTileConfigs[choice.config].name, choice.splits);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void add_tuning_entry(const std::string& key, const std::string& config, int splits) {
+  TORCH_CHECK(splits >= 1, "vecgemm: split count must be at least 1, got ", splits);
+  for (int c = 0; c < kNumTileConfigs; ++c) {
+    if (config == kTileConfigs[c].name) {
+      std::lock_guard<std::mutex> lock(g_mutex);
+      g_cache[key] = Choice{c, splits};
+      return;
+    }
+  }
+  TORCH_CHECK(false, "vecgemm: unknown tiled configuration '", config, "'");
+}
+
+void clear_tuning_cache() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_cache.clear();
+}
+
+}  // namespace vecgemm

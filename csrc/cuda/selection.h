@@ -1,0 +1,33 @@
+// Chooses the tiling and split-K factor of the tiled kernel for one problem: by a cost
+// model over the configurations of tile_configs.h, or, in autotune mode, by timing the
+// model's best candidates once per problem shape and caching the winner.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "../gemm_params.h"
+#include "../tuning.h"
+
+namespace vecgemm {
+
+struct Choice {
+  int config;  // index into tile_configs.h
+  int splits;  // K slices; 1 = no split
+};
+
+struct ProblemKey {
+  int batch, m, n, k;
+  Layout la, lb;
+  bool vec4;
+  std::string str() const;
+};
+
+// forced_config >= 0 fixes the tiling (a variant asked for by name); the split is still chosen.
+Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params, cudaStream_t stream);
+
+// Runs the tiled kernel (and the split-K reduction) with the given choice. Allocates the
+// split-K workspace from PyTorch's caching allocator and walks batches past grid limits.
+void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream);
+
+}  // namespace vecgemm

@@ -1,0 +1,55 @@
+// Compiles a shard of the rows of tile_configs.h for one storage order of A and B and
+// registers the instances at load time. setup.py generates one translation unit per
+// (storage order, shard), each defining VECGEMM_LA, VECGEMM_LB, VECGEMM_SHARD and
+// VECGEMM_SHARDS, so that the many instances build in parallel.
+#include <c10/cuda/CUDAException.h>
+
+#include <utility>
+
+#include "kernels.h"
+#include "sgemm_tiled.cuh"
+#include "tile_configs.h"
+
+namespace vecgemm {
+namespace {
+
+template <int I>
+using ShapeOf = TileShape<kTileConfigs[I].bm, kTileConfigs[I].bn, kTileConfigs[I].bk, kTileConfigs[I].wm,
+                          kTileConfigs[I].wn, kTileConfigs[I].tm, kTileConfigs[I].tn,
+                          kTileConfigs[I].min_blocks>;
+
+template <class S, int VEC>
+void launch_tiled(const GemmParams& p, cudaStream_t stream) {
+  const int64_t tiles = int64_t((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN);
+  const dim3 grid(static_cast<unsigned>(tiles), 1, p.batch * p.k_splits);
+  sgemm_tiled<S, VECGEMM_LA, VECGEMM_LB, VEC><<<grid, S::kThreads, 0, stream>>>(p);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <int I, int VEC>
+void register_instance() {
+  using S = ShapeOf<I>;
+  register_tiled_kernel(I, VECGEMM_LA, VECGEMM_LB, VEC == 4,
+                        TiledKernel{&launch_tiled<S, VEC>,
+                                    reinterpret_cast<const void*>(&sgemm_tiled<S, VECGEMM_LA, VECGEMM_LB, VEC>),
+                                    S::kThreads});
+}
+
+template <int I>
+void register_row() {
+  if constexpr (I % VECGEMM_SHARDS == VECGEMM_SHARD) {
+    register_instance<I, 4>();
+    if constexpr (kTileConfigs[I].scalar) register_instance<I, 1>();
+  }
+}
+
+template <std::size_t... I>
+bool register_rows(std::index_sequence<I...>) {
+  (register_row<int(I)>(), ...);
+  return true;
+}
+
+const bool registered = register_rows(std::make_index_sequence<kNumTileConfigs>{});
+
+}  // namespace
+}  // namespace vecgemm

@@ -1,0 +1,34 @@
+// Compile-time description of one tiling of the general kernel (sgemm_tiled.cuh).
+// Names follow the seed text: a block computes BM x BN of D, stepping K by BK; a warp
+// owns WM x WN of that; a thread owns TM x TN, held as (TM/4) x (TN/4) fragments of 4x4
+// spread across the warp tile so that each fragment row is one LDS.128 and the 32 lanes
+// of a warp read one compact, bank-conflict-free stretch of shared memory.
+#pragma once
+
+namespace vecgemm {
+
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MINB_>
+struct TileShape {
+  static constexpr int BM = BM_, BN = BN_, BK = BK_;
+  static constexpr int WM = WM_, WN = WN_, TM = TM_, TN = TN_;
+  static constexpr int kMinBlocks = MINB_;  // per SM, for __launch_bounds__
+
+  static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
+  static constexpr int kThreads = kWarpsM * kWarpsN * 32;
+  // The thread grid inside one warp.
+  static constexpr int kLanesM = WM / TM, kLanesN = WN / TN;
+  static constexpr int kFragsM = TM / 4, kFragsN = TN / 4;
+  // Shared-memory rows are padded by one float4: the transposing stores of a K-contiguous
+  // operand then fall in distinct banks (BM + 4 floats = 4 banks shift per K row), and
+  // rows stay 16-byte aligned for LDS.128.
+  static constexpr int kPad = 4;
+  static constexpr int kAsStride = BM + kPad, kBsStride = BN + kPad;
+
+  static_assert(BM % WM == 0 && BN % WN == 0, "warps must tile the block");
+  static_assert(WM % TM == 0 && WN % TN == 0, "threads must tile the warp");
+  static_assert(kLanesM * kLanesN == 32, "a warp is 32 threads");
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are 4 wide (one LDS.128)");
+  static_assert(BK % 4 == 0, "K-contiguous tiles load float4 along K");
+};
+
+}  // namespace vecgemm
