@@ -1,0 +1,276 @@
+"""The CUDA kernels against float64 references, every variant, with outputs poisoned
+first. Skipped, with the reason shown, where there is no GPU."""
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+
+import torch_vecgemm
+from conftest import (
+    assert_gemm_close,
+    make_operand,
+    poison_allocator,
+    randn,
+    reference,
+    requires_cuda,
+    requires_kernels,
+)
+
+pytestmark = [requires_cuda, requires_kernels]
+ops = torch.ops.vecgemm
+
+TILED = [v for v in torch_vecgemm.variants() if v.startswith("tiled_")]
+ALL_VARIANTS = ["auto", "vectorized"] + TILED
+LAYOUTS = ["rr", "rc", "cr", "cc"]
+
+
+def run_strict(A, B, C=None, alpha=1.0, beta=0.0, variant="auto"):
+    """The strict op, so a fallback can never hide a kernel fault; output poisoned."""
+    assert torch_vecgemm.fallback_reason(A, B, C, variant=variant) is None
+    poison_allocator((*A.shape[:-1], B.shape[-1]))
+    return ops.sgemm(A, B, C, alpha, beta, variant)
+
+
+def run_inplace(A, B, C, alpha, beta, variant="auto"):
+    D = C.clone() if beta != 0.0 else torch.full_like(C, float("nan"))
+    ops.sgemm_(D, A, B, alpha, beta, variant)
+    return D
+
+
+# ---- the seed's kernel ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("m,n,k", [(128, 128, 8), (256, 384, 72), (512, 128, 1024), (1024, 1024, 1024)])
+@pytest.mark.parametrize("alpha,beta", [(1.0, 0.0), (0.75, -1.5)])
+def test_vectorized(m, n, k, alpha, beta):
+    A, B, C = randn(m, k), randn(k, n), randn(m, n)
+    assert_gemm_close(run_strict(A, B, C, alpha, beta, "vectorized"), A, B, C, alpha, beta)
+    assert_gemm_close(run_inplace(A, B, C, alpha, beta, "vectorized"), A, B, C, alpha, beta)
+
+
+def test_vectorized_batched():
+    A, B, C = randn(3, 128, 64), randn(3, 64, 256), randn(256)
+    assert_gemm_close(run_strict(A, B, C, 1.0, 1.0, "vectorized"), A, B, C, 1.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    "make,rule",
+    [
+        (lambda: (randn(130, 64), randn(64, 128)), "M = 130 is not a multiple of 128"),
+        (lambda: (randn(128, 64), randn(64, 100)), "N = 100 is not a multiple of 128"),
+        (lambda: (randn(128, 12), randn(12, 128)), "K = 12 is not a multiple of 8"),
+        (lambda: (randn(64, 128).t(), randn(64, 128)), "A is not row-major contiguous"),
+        (lambda: (randn(128, 64), randn(128, 64).t()), "B is not row-major contiguous"),
+        (lambda: (randn(128 * 64 + 1)[1:].view(128, 64), randn(64, 128)), "not 16-byte aligned"),
+    ],
+)
+def test_vectorized_rules(make, rule):
+    A, B = make()
+    assert rule in torch_vecgemm.fallback_reason(A, B, variant="vectorized")
+    with pytest.raises(RuntimeError, match=rule):
+        ops.sgemm(A, B, None, 1.0, 0.0, "vectorized")
+    # The general kernels take all of these; the next valid call still works.
+    assert_gemm_close(run_strict(A, B), A, B)
+    A, B = randn(128, 64), randn(64, 128)
+    assert_gemm_close(run_strict(A, B, variant="vectorized"), A, B)
+
+
+# ---- the general kernels ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variant", ["auto"] + TILED)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("m,n,k", [(128, 128, 64), (257, 129, 33), (1, 300, 77), (300, 1, 5), (64, 200, 1), (513, 517, 515)])
+def test_tiled_shapes_layouts(variant, layout, m, n, k):
+    A, B = make_operand(m, k, layout[0]), make_operand(k, n, layout[1])
+    if variant != "auto" and torch_vecgemm.fallback_reason(A, B, variant=variant) is not None:
+        pytest.skip(torch_vecgemm.fallback_reason(A, B, variant=variant))
+    C = randn(m, n)
+    assert_gemm_close(run_strict(A, B, C, 1.5, -0.5, variant), A, B, C, 1.5, -0.5)
+    assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
+
+
+@pytest.mark.parametrize("variant", ["auto"] + [v for v in TILED if v in ("tiled_128x128x8", "tiled_64x64x8")])
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("offset,ld_pad", [(1, 0), (2, 3), (0, 1), (3, 5)])
+def test_misaligned(variant, layout, offset, ld_pad):
+    m, n, k = 131, 70, 45
+    A = make_operand(m, k, layout[0], offset=offset, ld_pad=ld_pad)
+    B = make_operand(k, n, layout[1], offset=offset + 1, ld_pad=ld_pad)
+    C = randn(m, n + 3)[:, 1:-2]  # C with a storage offset and padded rows
+    assert_gemm_close(run_strict(A, B, C, 1.0, 1.0, variant), A, B, C, 1.0, 1.0)
+
+
+@pytest.mark.parametrize("variant", ["auto", "tiled_128x128x8", "tiled_64x64x8"])
+def test_inplace_layouts(variant):
+    m, n, k = 150, 90, 40
+    A, B = randn(m, k), randn(k, n)
+    for c_layout in "rc":
+        for alpha, beta in [(1.0, 0.0), (2.0, 0.5)]:
+            C = make_operand(m, n, c_layout, ld_pad=2)
+            expected = reference(A, B, C, alpha, beta)
+            D = C if beta != 0 else C.fill_(float("nan"))
+            C0 = D.clone()
+            ops.sgemm_(D, A, B, alpha, beta, variant)
+            assert_gemm_close(D, A, B, C0, alpha, beta)
+            assert (D.double() - expected).abs().max() < 1e-3
+
+
+@pytest.mark.parametrize("batch_b", ["full", "broadcast"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_batched(batch_b, layout):
+    b, m, n, k = 5, 70, 130, 37
+    A = make_operand(m, k, layout[0], batch=b, offset=3)
+    B = make_operand(k, n, layout[1], batch=b) if batch_b == "full" else make_operand(k, n, layout[1]).expand(b, k, n)
+    C = randn(n)  # a bias broadcast over batch and rows
+    assert_gemm_close(run_strict(A, B, C, 1.0, 1.0), A, B, C, 1.0, 1.0)
+    torch.testing.assert_close(torch_vecgemm.bmm(A, B), torch.bmm(A, B), rtol=1e-5, atol=1e-4)
+
+
+def test_c_broadcasts_and_strides():
+    A, B = randn(96, 48), randn(48, 80)
+    for C in [randn(80), randn(96, 1), randn(1, 80), randn(80, 96).t(), randn(96, 160)[:, ::2]]:
+        assert_gemm_close(run_strict(A, B, C, 0.5, 2.0), A, B, C, 0.5, 2.0)
+
+
+def test_beta_zero_nan_c_every_variant():
+    A, B = randn(256, 64), randn(64, 256)
+    C = torch.full((256, 256), float("nan"), device="cuda")
+    for v in ALL_VARIANTS:
+        assert_gemm_close(run_strict(A, B, C, 1.0, 0.0, v), A, B)
+
+
+def test_split_k_shapes():
+    # Few output tiles and a long K: the selection splits K; check every split factor path.
+    for m, n, k in [(32, 64, 8192), (1, 1, 5000), (7, 333, 4099), (64, 64, 65536)]:
+        A, B = randn(m, k), randn(k, n)
+        C = randn(m, n)
+        assert_gemm_close(run_strict(A, B, C, 1.0, 1.0), A, B, C, 1.0, 1.0, tol=2e-5)
+
+
+def test_cuda_error_rules():
+    A = randn(64, 32)
+    with pytest.raises(RuntimeError, match="unknown variant 'nope'"):
+        ops.sgemm(A, randn(32, 16), None, 1.0, 0.0, "nope")
+    weird = randn(64, 64)[::2, ::2]  # neither row- nor column-major
+    with pytest.raises(RuntimeError, match="neither row- nor column-major"):
+        ops.sgemm(weird, randn(32, 16))
+    assert "neither row- nor column-major" in torch_vecgemm.fallback_reason(weird, randn(32, 16))
+    with pytest.raises(RuntimeError, match="different devices"):
+        ops.sgemm(A, randn(32, 16, device="cpu"))
+    with pytest.raises(RuntimeError, match="must be float32"):
+        ops.sgemm(A.double(), randn(32, 16).double())
+    # The lenient wrapper takes them all, as torch does.
+    torch.testing.assert_close(torch_vecgemm.mm(weird, randn(32, 16)).shape, torch.Size([32, 16]))
+    # The next valid call still works.
+    B = randn(32, 16)
+    assert_gemm_close(run_strict(A, B), A, B)
+
+
+def test_fallback_reasons_shrink_to_dtype_device_strides():
+    cases = [
+        (randn(100, 37)[:, 1:], randn(36, 77)),  # storage offset, odd ld
+        (randn(37, 100).t(), randn(77, 37).t()),  # both transposed
+        (randn(5, 9, 13), randn(5, 13, 3)),  # batched
+        (randn(1, 1), randn(1, 1)),
+    ]
+    for A, B in cases:
+        assert torch_vecgemm.fallback_reason(A, B) is None
+    assert torch_vecgemm.fallback_reason(randn(4, 4).double(), randn(4, 4).double()) == "A must be float32, got Double"
+
+
+# ---- randomized sweep ------------------------------------------------------------------------
+
+
+def sweep_cases(count, seed):
+    g = torch.Generator().manual_seed(seed)
+    pick = lambda lo, hi: int(torch.randint(lo, hi + 1, (1,), generator=g))
+    for _ in range(count):
+        yield dict(
+            m=pick(1, 130), n=pick(1, 130), k=pick(1, 40),
+            layout=LAYOUTS[pick(0, 3)], batch=[None, 3][pick(0, 1)], offset=pick(0, 3),
+        )
+
+
+@pytest.mark.parametrize("variant", ["auto", "tiled_128x128x8", "tiled_64x64x8"])
+def test_small_odd_sweep(variant):
+    for case in sweep_cases(120, seed=hash(variant) % 1000):
+        A = make_operand(case["m"], case["k"], case["layout"][0], batch=case["batch"], offset=case["offset"])
+        B = make_operand(case["k"], case["n"], case["layout"][1], batch=case["batch"])
+        C = randn(case["n"])
+        if torch_vecgemm.fallback_reason(A, B, variant=variant) is not None:
+            continue
+        try:
+            assert_gemm_close(run_strict(A, B, C, 1.0, 1.0, variant), A, B, C, 1.0, 1.0)
+        except AssertionError as e:
+            raise AssertionError(f"{case}: {e}") from None
+
+
+# ---- autograd, compile, graphs, autotune on the GPU ------------------------------------------
+
+
+def test_float32_gradients_against_float64():
+    x = randn(300, 257, requires_grad=True)
+    W = randn(129, 257, requires_grad=True)
+    b = randn(129, requires_grad=True)
+    out = torch_vecgemm.linear(x, W, b)
+    g = randn(*out.shape)
+    grads = torch.autograd.grad(out, (x, W, b), g)
+    x64, W64, b64 = (t.detach().double().requires_grad_() for t in (x, W, b))
+    ref = torch.nn.functional.linear(x64, W64, b64)
+    ref_grads = torch.autograd.grad(ref, (x64, W64, b64), g.double())
+    assert_gemm_close(out, x, W.t(), b, 1.0, 1.0)
+    for got, want in zip(grads, ref_grads):
+        rel = (torch.linalg.norm(got.double() - want) / torch.linalg.norm(want)).item()
+        assert rel < 1e-5, rel
+    # The backward products ran on the kernels (transposed operands), not the fallback.
+    assert torch_vecgemm.fallback_reason(g, W) is None
+    assert torch_vecgemm.fallback_reason(g.t(), x) is None
+
+
+def test_cuda_graph_capture():
+    A, B = randn(256, 96), randn(96, 200)
+    out = torch_vecgemm.mm(A, B)  # warm-up outside the graph
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch_vecgemm.mm(A, B)
+    A.copy_(randn(256, 96))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_gemm_close(out, A, B)
+
+
+def test_autotune_mode(tmp_path):
+    torch_vecgemm._C.clear_tuning_cache()
+    torch_vecgemm.autotune(True)
+    try:
+        A, B = randn(384, 200), randn(200, 320)
+        assert_gemm_close(run_strict(A, B), A, B)
+        cache = torch_vecgemm.tuning_cache()
+        assert any(k.startswith("b1_m384_n320_k200") for k in cache), cache
+        assert_gemm_close(run_strict(A, B), A, B)  # cached choice
+        torch_vecgemm.save_tuning_cache(tmp_path / "t.json")
+    finally:
+        torch_vecgemm.autotune(False)
+        torch_vecgemm._C.clear_tuning_cache()
+    assert torch_vecgemm.load_tuning_cache(tmp_path / "t.json") >= 1
+    assert_gemm_close(run_strict(A, B), A, B)
+    torch_vecgemm._C.clear_tuning_cache()
+
+
+@pytest.mark.slow
+def test_more_than_2_31_elements():
+    # A has 69632 * 32768 = 2.28e9 elements: offsets past 2^31 must be 64-bit.
+    m, k, n = 69632, 32768, 256
+    A = torch.empty(m, k, device="cuda").uniform_(-1, 1)
+    B = torch.empty(k, n, device="cuda").uniform_(-1, 1)
+    poison_allocator((m, n))
+    out = ops.sgemm(A, B)
+    rows = torch.cat([torch.arange(0, 64), torch.arange(m - 64, m), torch.randint(0, m, (128,))]).cuda()
+    assert torch.isfinite(out).all()
+    assert_gemm_close(out[rows], A[rows], B)
+    Bt = B.t().contiguous().t()  # column-major B as well
+    out2 = ops.sgemm(A, Bt)
+    assert_gemm_close(out2[rows], A[rows], Bt)
