@@ -1,0 +1,96 @@
+"""Pieces shared by the benchmark and the profiler: operands, timing, machine facts."""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+
+import torch
+
+FP32_LANES_PER_SM = 128  # Hopper, Ampere GA100: FP32 FMA lanes per SM
+
+
+def make_operands(m, n, k, layout, device, seed=0):
+    """Fresh N(0, 1) operands; 'c' gives a column-major operand as a .t() view."""
+    g = torch.Generator(device=device).manual_seed(seed)
+    A = torch.randn(m, k, device=device, generator=g) if layout[0] == "r" else torch.randn(k, m, device=device, generator=g).t()
+    B = torch.randn(k, n, device=device, generator=g) if layout[1] == "r" else torch.randn(n, k, device=device, generator=g).t()
+    return A, B
+
+
+def time_ms(fn, *, warmup_ms=25, rep_ms=100):
+    """Median milliseconds of fn(). On CUDA: triton.testing.do_bench, which also clears the
+    L2 cache before every run, so small problems are not timed from cache; elsewhere
+    torch.utils.benchmark."""
+    if torch.cuda.is_available():
+        try:
+            from triton.testing import do_bench
+        except ImportError:
+            do_bench = None
+        if do_bench is not None:
+            return float(do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+    import torch.utils.benchmark as tb
+
+    timer = tb.Timer(stmt="fn()", globals={"fn": fn})
+    return timer.blocked_autorange(min_run_time=rep_ms / 1000).median * 1e3
+
+
+def _nvidia_smi(query):
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True, text=True, timeout=20,
+        ).stdout.strip().splitlines()
+        return out[0].strip() if out else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def git_commit():
+    try:
+        here = os.path.dirname(os.path.abspath(__file__))
+        return subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or None
+    except OSError:
+        return None
+
+
+def measure_copy_bandwidth():
+    """Device-to-device copy of 2 GiB, bytes read plus written over the median time."""
+    src = torch.empty(2**29, device="cuda")
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src), rep_ms=50)
+    return 2 * src.numel() * 4 / (ms * 1e-3)
+
+
+def machine_info():
+    info = {
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "git_commit": git_commit(),
+        "tf32_default": torch.backends.cuda.matmul.allow_tf32,
+    }
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        max_clock = _nvidia_smi("clocks.max.sm")
+        clock_ghz = float(max_clock) / 1000 if max_clock else 1.98
+        info.update(
+            gpu=props.name,
+            sms=props.multi_processor_count,
+            max_sm_clock_ghz=clock_ghz,
+            driver=_nvidia_smi("driver_version"),
+            fp32_peak_tflops=props.multi_processor_count * FP32_LANES_PER_SM * 2 * clock_ghz / 1e3,
+            copy_bandwidth_tbs=measure_copy_bandwidth() / 1e12,
+        )
+        try:
+            import triton
+
+            info["triton"] = triton.__version__
+        except ImportError:
+            pass
+    else:
+        info.update(gpu=None, cpu=platform.processor() or platform.machine())
+    return info

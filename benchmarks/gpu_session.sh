@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# One GPU session: build in place, read the compiler's report and the SASS, run the full
+# test suite, the benchmark, compute-sanitizer and the profiler, logging everything under
+# LOGDIR (default ./gpu_out). Steps run in order of importance, each under its own time
+# limit, so a slow step cannot eat the ones after it. With ARCHIVE=path.tgz the logs are
+# re-archived after every step (for machines that hand back only a few files).
+#   STEPS="build tests bench"  (default: all)   BENCH_ARGS="--variants all"
+set -u
+LOGDIR=${LOGDIR:-gpu_out}
+mkdir -p "$LOGDIR"
+STEPS=${STEPS:-"build sass tests bench sanitize profile"}
+BENCH_ARGS=${BENCH_ARGS:-"--variants all --rep-ms 60"}
+PROFILE_VARIANTS=${PROFILE_VARIANTS:-"vectorized auto"}
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
+status=0
+step() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+run() {  # run NAME SECONDS CMD...: log to $LOGDIR/NAME.log, remember a failure
+  local name=$1 limit=$2; shift 2
+  echo "=== $name ($(date +%T))"
+  timeout "$limit" "$@" >"$LOGDIR/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL:-15}" "$LOGDIR/$name.log"
+  echo "=== $name rc=$rc"
+  [ $rc -eq 0 ] || status=1
+  [ -z "${ARCHIVE:-}" ] || tar czf "$ARCHIVE" --exclude='*.ncu-rep' -C "$LOGDIR" .
+  return $rc
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv | tee "$LOGDIR/gpu.txt"
+if step build; then
+  VECGEMM_PTXAS_VERBOSE=1 run build 400 python3 setup.py build_ext --inplace || exit 1
+  grep -E "registers|spill" "$LOGDIR/build.log" | sort | uniq -c | sort -rn > "$LOGDIR/ptxas.txt"
+fi
+step sass && TAIL=60 run sass 60 python3 -m benchmarks.sass_report
+step tests && TAIL=25 run tests 420 python3 -m pytest -q -x --durations=10 -p no:cacheprovider
+step bench && TAIL=80 run bench 400 python3 -m benchmarks.bench $BENCH_ARGS --out "$LOGDIR/bench"
+if step sanitize; then
+  run memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample
+  run racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample
+fi
+if step profile; then
+  for v in $PROFILE_VARIANTS; do
+    run "profile_$v" 180 python3 -m benchmarks.profile --variant "$v" --size 4096 --out "$LOGDIR/profile_$v"
+  done
+fi
+exit $status

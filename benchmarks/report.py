@@ -1,0 +1,159 @@
+"""Turn a benchmark JSON into the plot, a markdown summary and the README's results.
+
+    python -m benchmarks.report benchmarks/results/h200.json --summary benchmarks/results/h200.md --readme README.md
+
+The README's results section (between the results:begin / results:end markers) is
+generated here from the JSON, never typed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+
+from benchmarks.bench import CUBLAS, TF32
+
+BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+
+
+def _by(records, **match):
+    return [r for r in records if all(r.get(k) == v for k, v in match.items())]
+
+
+def _one(records, **match):
+    found = _by(records, **match)
+    return found[0] if found else None
+
+
+def _variants(records):
+    seen = []
+    for r in records:
+        if r["variant"] not in (CUBLAS, TF32) and r["variant"] not in seen:
+            seen.append(r["variant"])
+    return seen
+
+
+def plot(info, records, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    square = _by(records, suite="square")
+    model = _by(records, suite="model", variant="auto")
+    fig, axes = plt.subplots(1, 2 if model else 1, figsize=(15 if model else 8, 5.5), squeeze=False)
+    ax = axes[0][0]
+    for v in [CUBLAS, TF32] + _variants(records):
+        pts = [(r["m"], r["tflops"]) for r in square if r["variant"] == v and r["tflops"]]
+        if pts:
+            style = "--" if v == TF32 else ("-o" if v == CUBLAS else "-s")
+            ax.plot(*zip(*pts), style, label=v, linewidth=2.5 if v in (CUBLAS, "auto") else 1.2, markersize=4)
+    if info.get("fp32_peak_tflops"):
+        ax.axhline(info["fp32_peak_tflops"], color="gray", linestyle=":", label="fp32 SIMT peak")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("M = N = K")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title(f"float32 GEMM, {info.get('gpu') or 'CPU'}")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    if model:
+        ax = axes[0][1]
+        ratios = [r["ratio_to_torch_matmul"] or 0 for r in model]
+        ax.barh(range(len(model)), ratios, color=["tab:green" if x >= 1 else "tab:orange" for x in ratios])
+        ax.set_yticks(range(len(model)), [f"{r['name']} ({r['m']}x{r['n']}x{r['k']} {r['layout']})" for r in model], fontsize=7)
+        ax.axvline(1.0, color="black", linewidth=1)
+        ax.invert_yaxis()
+        ax.set_xlabel("throughput / torch.matmul (fp32), same run")
+        ax.set_title("model shapes, variant auto")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _f(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def geomean(xs):
+    xs = [x for x in xs if x]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def markdown(info, records, *, title=True):
+    lines = []
+    if title:
+        lines.append(f"## Results: {info.get('gpu')}\n")
+    lines.append(
+        f"{info.get('gpu')} ({info.get('sms')} SMs, fp32 peak {_f(info.get('fp32_peak_tflops'), '.1f')} TFLOP/s, "
+        f"copy bandwidth {_f(info.get('copy_bandwidth_tbs'), '.2f')} TB/s), torch {info['torch']}, CUDA {info['cuda']}, "
+        f"driver {info.get('driver')}, {info['date'][:10]}, commit {info.get('git_commit')}. "
+        "Median of `triton.testing.do_bench` (L2 cleared before each run); ratio = torch.matmul time / our time, "
+        "both float32, measured in the same process on the same inputs.\n"
+    )
+    variants = _variants(records)
+    square = sorted({r["m"] for r in _by(records, suite="square")})
+    if square:
+        cols = ["size", "torch.matmul TFLOP/s"] + [f"{v} TFLOP/s (x mm)" for v in variants] + ["cuBLAS TF32 TFLOP/s"]
+        lines.append("| " + " | ".join(cols) + " |")
+        lines.append("|" + "---:|" * len(cols))
+        for s in square:
+            row = [str(s), _f((_one(records, suite="square", m=s, variant=CUBLAS) or {}).get("tflops"), ".1f")]
+            for v in variants:
+                r = _one(records, suite="square", m=s, variant=v) or {}
+                row.append(f"{_f(r.get('tflops'), '.1f')} ({_f(r.get('ratio_to_torch_matmul'), '.2f')})" if r.get("tflops") else "not run")
+            row.append(_f((_one(records, suite="square", m=s, variant=TF32) or {}).get("tflops"), ".0f"))
+            lines.append("| " + " | ".join(row) + " |")
+        lines.append("")
+    model = _by(records, suite="model", variant="auto")
+    if model:
+        lines.append("| model shape | M x N x K | layout | kernel chosen | torch.matmul TFLOP/s | ours TFLOP/s | x mm |")
+        lines.append("|---|---|---|---|---:|---:|---:|")
+        for r in model:
+            ref = _one(records, suite="model", name=r["name"], variant=CUBLAS) or {}
+            lines.append(
+                f"| {r['name']} | {r['m']} x {r['n']} x {r['k']} | {r['layout']} | {r['kernel'] or r['note']} | "
+                f"{_f(ref.get('tflops'), '.1f')} | {_f(r['tflops'], '.1f')} | {_f(r['ratio_to_torch_matmul'], '.2f')} |"
+            )
+        ratios = [r["ratio_to_torch_matmul"] for r in model]
+        lines.append(
+            f"\nModel shapes: geometric mean {_f(geomean(ratios), '.2f')}x torch.matmul, "
+            f"lowest {_f(min((x for x in ratios if x), default=None), '.2f')}x.\n"
+        )
+    return "\n".join(lines)
+
+
+def update_readme(path, text):
+    with open(path) as f:
+        readme = f.read()
+    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
+    if not pattern.search(readme):
+        raise SystemExit(f"{path} has no {BEGIN} ... {END} section")
+    readme = pattern.sub(lambda _: f"{BEGIN}\n{text}\n{END}", readme)
+    with open(path, "w") as f:
+        f.write(readme)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("json")
+    ap.add_argument("--summary", help="write a markdown summary here")
+    ap.add_argument("--readme", help="rewrite this README's results section")
+    ap.add_argument("--plot", help="write the PNG plot here")
+    args = ap.parse_args(argv)
+    with open(args.json) as f:
+        data = json.load(f)
+    if args.summary:
+        with open(args.summary, "w") as f:
+            f.write(markdown(data["machine"], data["records"]))
+    if args.readme:
+        update_readme(args.readme, markdown(data["machine"], data["records"], title=False))
+    if args.plot:
+        plot(data["machine"], data["records"], args.plot)
+    if not (args.summary or args.readme or args.plot):
+        print(markdown(data["machine"], data["records"]))
+
+
+if __name__ == "__main__":
+    main()

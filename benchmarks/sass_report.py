@@ -1,0 +1,78 @@
+"""Count the instructions that matter in each kernel of the built library's SASS:
+FFMA, shared loads by width (LDS.128 is what the transposed layout buys), global loads by
+width, shared stores, and local-memory traffic (LDL/STL: spills).
+
+    python -m benchmarks.sass_report [path/to/_C*.so]     # needs cuobjdump
+"""
+from __future__ import annotations
+
+import collections
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+OPS = ["FFMA", "LDS.128", "LDS.64", "LDS.32", "LDG.128", "LDG.64", "LDG.32", "STS.128", "STS.32", "STG.128", "STG.32", "LDL", "STL", "BAR"]
+WIDE = ("LDS", "STS", "LDG", "STG")
+
+
+def category(op):
+    base = op.split(".")[0]
+    if base in WIDE:
+        return f"{base}.{128 if '.128' in op else 64 if '.64' in op else 32}"
+    return base
+
+
+def cuobjdump():
+    found = shutil.which("cuobjdump")
+    if found:
+        return found
+    try:
+        import triton
+
+        path = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        return path if os.path.exists(path) else None
+    except ImportError:
+        return None
+
+
+def demangle_short(name):
+    m = re.search(r"sgemm_tiledINS_9TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
+    if m:
+        bm, bn, bk, wm, wn, tm, tn, minb, la, lb, vec = m.groups()
+        return f"tiled {bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb} {'rc'[int(la)]}{'rc'[int(lb)]} vec{vec}"
+    if "sgemm_vectorized" in name:
+        return "vectorized (seed)"
+    if "splitk_reduce" in name:
+        return "splitk_reduce"
+    return name[:60]
+
+
+def report(lib):
+    sass = subprocess.run([cuobjdump(), "--dump-sass", lib], check=True, capture_output=True, text=True).stdout
+    rows = []
+    for block in re.split(r"\n\s+Function : ", sass)[1:]:
+        name = block.split("\n", 1)[0].strip()
+        counts = collections.Counter()
+        for op in re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_.]+)", block):
+            counts[category(op)] += 1
+        rows.append((demangle_short(name), counts))
+    return rows
+
+
+def main(argv=None):
+    argv = argv if argv is not None else sys.argv[1:]
+    lib = argv[0] if argv else (glob.glob(os.path.join(os.path.dirname(__file__), "..", "torch_vecgemm", "_C*.so")) or [None])[0]
+    if lib is None or cuobjdump() is None:
+        print("need the built library and cuobjdump", file=sys.stderr)
+        return 2
+    print(f"{'kernel':<55}" + "".join(f"{op:>10}" for op in OPS))
+    for name, counts in sorted(report(lib)):
+        print(f"{name:<55}" + "".join(f"{counts.get(op, 0):>10}" for op in OPS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
