@@ -6,24 +6,11 @@
 
 #include <cstdint>
 
-#include <sstream>
 
 namespace vecgemm {
 namespace {
 
-std::string sizes_str(c10::IntArrayRef sizes) {
-  std::ostringstream os;
-  os << sizes;
-  return os.str();
-}
-
-std::string sizes_str(const at::Tensor& t) { return sizes_str(t.sizes()); }
-
-std::string strides_str(const at::Tensor& t) {
-  std::ostringstream os;
-  os << t.strides();
-  return os.str();
-}
+std::string sizes_str(const at::Tensor& t) { return list_str(t.sizes()); }
 
 // Whether the address ranges two views may touch intersect (conservative for interleaved
 // views of one buffer, which is fine for a safety check).
@@ -41,6 +28,12 @@ bool spans_intersect(const at::Tensor& a, const at::Tensor& b) {
 }
 
 }  // namespace
+
+std::string list_str(c10::IntArrayRef values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
 
 std::optional<MatrixStorage> storage_of(const at::Tensor& t) {
   const int64_t rows = t.size(-2), cols = t.size(-1);
@@ -84,7 +77,7 @@ Reason contract_violation(const at::Tensor& A, const at::Tensor& B,
     const auto out = shape_of(A, B).out_sizes();
     if (!at::is_expandable_to(C->sizes(), out))
       return "C of shape " + sizes_str(*C) + " does not broadcast to the result's shape " +
-             sizes_str(out);
+             list_str(out);
   }
   return std::nullopt;
 }
@@ -93,7 +86,7 @@ Reason inplace_violation(const at::Tensor& C, const at::Tensor& A, const at::Ten
   if (C.sizes() != c10::IntArrayRef(shape_of(A, B).out_sizes()))
     return "C of shape " + sizes_str(C) + " must have exactly the result's shape for the in-place op";
   if (!storage_of(C))
-    return "C is neither row- nor column-major (strides " + strides_str(C) + ")";
+    return "C is neither row- nor column-major (strides " + list_str(C.strides()) + ")";
   if (at::has_internal_overlap(C) == at::MemOverlap::Yes)
     return "C has elements that share memory (an expanded view); it cannot be written in place";
   for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}}) {

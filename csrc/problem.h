@@ -21,6 +21,9 @@ struct MatrixStorage {
 };
 std::optional<MatrixStorage> storage_of(const at::Tensor& t);
 
+// "[a, b, c]", for messages.
+std::string list_str(c10::IntArrayRef values);
+
 // Shape of the product, batch included (batch = 1 for matrices).
 struct GemmShape {
   int64_t batch, m, n, k;

@@ -9,6 +9,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fallback_reason", &vecgemm::fallback_reason, py::arg("A"), py::arg("B"),
         py::arg("C") = py::none(), py::arg("variant") = "auto",
         "None if the CUDA kernel will run for alpha * A @ B + beta * C, else why not.");
+  // The CUDA-side rules alone, on tensors of any device: lets tests check them without a GPU.
+  m.def("_kernel_violation", &vecgemm::kernel_violation, py::arg("A"), py::arg("B"), py::arg("C") = py::none(),
+        py::arg("variant") = "auto");
   m.def("variants", &vecgemm::available_variants, "Kernel variants this build can run.");
   m.def("cuda_kernels_built", [] { return vecgemm::available_variants().size() > 1; });
   m.def("set_autotune", &vecgemm::set_autotune);

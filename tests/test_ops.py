@@ -204,3 +204,48 @@ def test_tuning_cache_roundtrip(tmp_path):
     torch_vecgemm._C.clear_tuning_cache()
     with pytest.raises(RuntimeError, match="unknown tiled configuration"):
         torch_vecgemm._C.add_tuning_entry("k", "no_such_config", 1)
+
+
+def cpu(*shape):
+    return randn(*shape, device="cpu")
+
+
+needs_kernels = pytest.mark.skipif(
+    not torch_vecgemm._C.cuda_kernels_built(), reason="torch_vecgemm was built without CUDA kernels"
+)
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "A,B,variant,message",
+    [
+        (lambda: cpu(64, 64)[::2, ::2], lambda: cpu(32, 16), "auto", "A is neither row- nor column-major (strides [128, 2])"),
+        (lambda: cpu(8, 8), lambda: cpu(8, 24)[:, ::3], "auto", "B is neither row- nor column-major"),
+        (lambda: cpu(8, 8), lambda: cpu(8, 8), "nope", "unknown variant 'nope'"),
+        (lambda: cpu(130, 64), lambda: cpu(64, 128), "vectorized", "M = 130 is not a multiple of 128"),
+        (lambda: cpu(128, 64), lambda: cpu(64, 100), "vectorized", "N = 100 is not a multiple of 128"),
+        (lambda: cpu(128, 12), lambda: cpu(12, 128), "vectorized", "K = 12 is not a multiple of 8"),
+        (lambda: cpu(64, 128).t(), lambda: cpu(64, 128), "vectorized", "A is not row-major contiguous"),
+        (lambda: cpu(128 * 64 + 1)[1:].view(128, 64), lambda: cpu(64, 128), "vectorized", "not 16-byte aligned"),
+        (lambda: cpu(128, 65)[:, 1:], lambda: cpu(64, 128), "tiled_128x128x16", "16-byte aligned operands only"),
+    ],
+)
+def test_cuda_rules_checked_without_a_gpu(A, B, variant, message):
+    # The CUDA-side rules depend only on shapes, strides and pointers, so CI checks them on CPU tensors.
+    reason = torch_vecgemm._C._kernel_violation(A(), B(), None, variant)
+    assert reason is not None and message in reason, reason
+
+
+@needs_kernels
+@pytest.mark.parametrize(
+    "A,B",
+    [
+        (lambda: cpu(100, 37)[:, 1:], lambda: cpu(36, 77)),
+        (lambda: cpu(37, 100).t(), lambda: cpu(77, 37).t()),
+        (lambda: cpu(5, 9, 13), lambda: cpu(13, 3).expand(5, 13, 3)),
+        (lambda: cpu(1, 1), lambda: cpu(1, 1)),
+        (lambda: cpu(7, 1), lambda: cpu(1, 9)),
+    ],
+)
+def test_auto_takes_any_layout_and_alignment(A, B):
+    assert torch_vecgemm._C._kernel_violation(A(), B(), None, "auto") is None

@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <sstream>
 
 #include "../problem.h"
 #include "../reference.h"
@@ -78,11 +77,8 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
     return "unknown variant '" + variant + "' (available: " + names + ")";
   }
   for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
-    if (!storage_of(*t)) {
-      std::ostringstream os;
-      os << name << " is neither row- nor column-major (strides " << t->strides() << ")";
-      return os.str();
-    }
+    if (!storage_of(*t))
+      return std::string(name) + " is neither row- nor column-major (strides " + list_str(t->strides()) + ")";
   const GemmShape s = shape_of(A, B);
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (std::max({s.batch, s.m, s.n, s.k}) > kIntMax)

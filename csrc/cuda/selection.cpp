@@ -59,8 +59,9 @@ int blocks_per_sm(const TiledKernel& kernel, int device) {
 int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
 
 // Estimated nanoseconds: the busiest SM's share of the tiles (wave quantization, edge
-// tiles computed whole), slowed when it holds fewer blocks than it could; never faster
-// than reading every operand once; plus launches and the split-K workspace round trip.
+// tiles computed whole), slowed when it holds fewer blocks than it could, never faster than
+// moving every operand once; split-K adds the workspace round trip (partials written by
+// the GEMM, read back by the reduction) and a second launch.
 double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const TileConfigRow& c = kTileConfigs[config];
   const int slice = slice_for(key.k, splits, c.bk);
@@ -72,9 +73,11 @@ double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const double util = 0.55 + 0.45 * double(std::min<int64_t>(per_sm, occ)) / occ;
   const double macs = double(per_sm) * c.bm * c.bn * slice;
   const double compute = macs / (kMacsPerNsPerSm * util * c.eff_percent / 100.0);
-  double bytes = 4.0 * key.batch * (double(key.m) * key.k + double(key.k) * key.n + double(key.m) * key.n);
-  if (real_splits > 1) bytes += 8.0 * key.batch * double(key.m) * key.n * real_splits;
-  return std::max(compute, bytes / kBytesPerNs) + kLaunchNs * (real_splits > 1 ? 2 : 1);
+  const double mn = double(key.batch) * key.m * key.n;
+  const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
+  double ns = std::max(compute, operands / kBytesPerNs) + kLaunchNs;
+  if (real_splits > 1) ns += 4.0 * mn * (2.0 * real_splits + 1.0) / kBytesPerNs + kLaunchNs;
+  return ns;
 }
 
 std::vector<std::pair<double, Choice>> ranked(const ProblemKey& key, int forced_config, int device) {
