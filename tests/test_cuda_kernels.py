@@ -213,9 +213,9 @@ def test_small_odd_sweep(variant):
 
 
 def test_float32_gradients_against_float64():
-    x = randn(300, 257, requires_grad=True)
-    W = randn(129, 257, requires_grad=True)
-    b = randn(129, requires_grad=True)
+    x = randn(300, 257).requires_grad_()
+    W = randn(129, 257).requires_grad_()
+    b = randn(129).requires_grad_()
     out = torch_vecgemm.linear(x, W, b)
     g = randn(*out.shape)
     grads = torch.autograd.grad(out, (x, W, b), g)
