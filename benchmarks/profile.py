@@ -77,7 +77,9 @@ def _num(s):
 def extract(pages):
     details = list(csv.DictReader(io.StringIO(pages["details"])))
     raw_rows = list(csv.reader(io.StringIO(pages["raw"])))
-    raw = dict(zip(raw_rows[0], raw_rows[2])) if len(raw_rows) > 2 else {}  # row 1 holds units
+    raw = dict(zip(raw_rows[0], raw_rows[2])) if len(raw_rows) > 2 else {}
+    units = dict(zip(raw_rows[0], raw_rows[1])) if len(raw_rows) > 1 else {}
+    to_us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
     by_name = {r.get("Metric Name"): r.get("Metric Value") for r in details}
     stalls = {
         m.group(1): _num(v)
@@ -87,7 +89,7 @@ def extract(pages):
     top = sorted(stalls.items(), key=lambda kv: -kv[1])[:6]
     return {
         "kernel": raw.get("Kernel Name"),
-        "duration_us": (_num(raw.get("gpu__time_duration.sum")) or 0) / 1e3 or None,
+        "duration_us": (_num(raw.get("gpu__time_duration.sum")) or 0) * to_us.get(units.get("gpu__time_duration.sum"), float("nan")),
         "warp_cycles_per_issued_instruction": _num(by_name.get("Warp Cycles Per Issued Instruction")),
         "top_stalls_cycles_per_issue": dict(top),
         "issue_slots_busy_pct": _num(by_name.get("Issue Slots Busy")),

@@ -81,7 +81,7 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def markdown(info, records, *, title=True):
+def markdown(info, records, *, title=True, variants=None):
     lines = []
     if title:
         lines.append(f"## Results: {info.get('gpu')}\n")
@@ -92,7 +92,7 @@ def markdown(info, records, *, title=True):
         "Median of `triton.testing.do_bench` (L2 cleared before each run); ratio = torch.matmul time / our time, "
         "both float32, measured in the same process on the same inputs.\n"
     )
-    variants = _variants(records)
+    variants = [v for v in _variants(records) if variants is None or v in variants]
     square = sorted({r["m"] for r in _by(records, suite="square")})
     if square:
         cols = ["size", "torch.matmul TFLOP/s"] + [f"{v} TFLOP/s (x mm)" for v in variants] + ["cuBLAS TF32 TFLOP/s"]
@@ -141,18 +141,20 @@ def main(argv=None):
     ap.add_argument("--summary", help="write a markdown summary here")
     ap.add_argument("--readme", help="rewrite this README's results section")
     ap.add_argument("--plot", help="write the PNG plot here")
+    ap.add_argument("--variants", default="auto,vectorized", help="columns of the square-size table ('all' for every variant)")
     args = ap.parse_args(argv)
     with open(args.json) as f:
         data = json.load(f)
+    variants = None if args.variants == "all" else args.variants.split(",")
     if args.summary:
         with open(args.summary, "w") as f:
-            f.write(markdown(data["machine"], data["records"]))
+            f.write(markdown(data["machine"], data["records"], variants=None))
     if args.readme:
-        update_readme(args.readme, markdown(data["machine"], data["records"], title=False))
+        update_readme(args.readme, markdown(data["machine"], data["records"], title=False, variants=variants))
     if args.plot:
         plot(data["machine"], data["records"], args.plot)
     if not (args.summary or args.readme or args.plot):
-        print(markdown(data["machine"], data["records"]))
+        print(markdown(data["machine"], data["records"], variants=variants))
 
 
 if __name__ == "__main__":

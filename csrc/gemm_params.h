@@ -35,6 +35,8 @@ struct GemmParams {
   float* workspace;
   // Whether the epilogue may move C and D four elements at a time (16-byte aligned rows).
   bool c_vec4, d_vec4;
+  // Measurement knob: every block takes the bounds-checked main loop (benchmarks/edge_overhead.py).
+  bool checked_loads_only;
 };
 
 }  // namespace vecgemm

@@ -19,6 +19,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("tuning_entries", &vecgemm::tuning_entries);
   m.def("add_tuning_entry", &vecgemm::add_tuning_entry);
   m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);
+  m.def("_set_checked_loads_only", &vecgemm::set_checked_loads_only,
+        "Measurement knob: every block takes the bounds-checked loads (edge-handling cost).");
   m.def("selected_kernel", &vecgemm::selected_kernel, py::arg("A"), py::arg("B"), py::arg("variant") = "auto",
         "The kernel (and split-K factor) A @ B would run on, or 'fallback: <reason>'.");
 }

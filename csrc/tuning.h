@@ -16,6 +16,9 @@ std::vector<std::tuple<std::string, std::string, int>> tuning_entries();
 void add_tuning_entry(const std::string& key, const std::string& config, int splits);
 void clear_tuning_cache();
 
+// Measurement knob: make every block of the tiled kernel take its bounds-checked loads.
+void set_checked_loads_only(bool enabled);
+
 // What A @ B would run on: a kernel name (with its split-K factor) or "fallback: <reason>".
 std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant);
 

@@ -7,6 +7,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 
 #include "../problem.h"
@@ -19,6 +20,8 @@ namespace vecgemm {
 // ---- the variant table -----------------------------------------------------------------
 
 namespace {
+
+std::atomic<bool> g_checked_loads_only{false};
 
 TiledKernel (&kernel_table())[kNumTileConfigs][2][2][2] {
   static TiledKernel table[kNumTileConfigs][2][2][2] = {};
@@ -108,6 +111,7 @@ GemmParams operand_params(const at::Tensor& A, const at::Tensor& B, double alpha
   p.b = Operand{B.data_ptr<float>(), storage_of(B)->ld, B.dim() == 3 ? B.stride(0) : 0};
   p.alpha = float(alpha);
   p.k_splits = 1, p.k_slice = p.k;
+  p.checked_loads_only = g_checked_loads_only.load();
   return p;
 }
 
@@ -220,6 +224,8 @@ std::vector<std::string> available_variants() {
   for (const auto& c : kTileConfigs) names.emplace_back(c.name);
   return names;
 }
+
+void set_checked_loads_only(bool enabled) { g_checked_loads_only = enabled; }
 
 void register_tiled_kernel(int config, Layout la, Layout lb, bool vec4, TiledKernel kernel) {
   kernel_table()[config][int(la)][int(lb)][vec4] = kernel;

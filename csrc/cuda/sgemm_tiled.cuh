@@ -31,6 +31,58 @@ __device__ __forceinline__ void tile_coords(int tiles_m, int tiles_n, int& tm, i
   tn = (pid % per_group) / rows;
 }
 
+// The K loop over one block's tiles: two shared-memory stages, the next tile's global
+// loads in flight (in registers) while the current one is multiplied, one barrier a tile.
+template <class S, bool kChecked, class LoaderA, class LoaderB>
+__device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float (*As)[S::BK * S::kAsStride],
+                                         float (*Bs)[S::BK * S::kBsStride], int k_len, int a_row, int b_col,
+                                         float (&acc)[S::TM][S::TN]) {
+  const int tiles = (k_len + S::BK - 1) / S::BK;
+  load_a.template load<kChecked>(k_len);
+  load_b.template load<kChecked>(k_len);
+  load_a.store(As[0]);
+  load_b.store(Bs[0]);
+  __syncthreads();
+
+  for (int t = 0; t < tiles; ++t) {
+    const int cur = t & 1;
+    const bool more = t + 1 < tiles;
+    if (more) {
+      // Issued now, consumed after the arithmetic below: global latency hides behind it.
+      load_a.advance();
+      load_b.advance();
+      load_a.template load<kChecked>(k_len - (t + 1) * S::BK);
+      load_b.template load<kChecked>(k_len - (t + 1) * S::BK);
+    }
+    const float* as = As[cur];
+    const float* bs = Bs[cur];
+#pragma unroll
+    for (int kk = 0; kk < S::BK; ++kk) {
+      float ra[S::TM], rb[S::TN];
+#pragma unroll
+      for (int f = 0; f < S::kFragsM; ++f) {
+        const float4 v = *reinterpret_cast<const float4*>(&as[kk * S::kAsStride + a_row + f * S::kLanesM * 4]);
+        ra[f * 4 + 0] = v.x; ra[f * 4 + 1] = v.y; ra[f * 4 + 2] = v.z; ra[f * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int f = 0; f < S::kFragsN; ++f) {
+        const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
+        rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
+      }
+#pragma unroll
+      for (int i = 0; i < S::TM; ++i)
+#pragma unroll
+        for (int j = 0; j < S::TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+    }
+    if (more) {
+      // The other stage was last read in iteration t - 1, before that iteration's barrier.
+      load_a.store(As[cur ^ 1]);
+      load_b.store(Bs[cur ^ 1]);
+    }
+    __syncthreads();
+  }
+}
+
 template <class S, Layout LA, Layout LB, int VEC>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const GemmParams p) {
   // Row-major A and column-major B are K-contiguous: their loader transposes.
@@ -67,50 +119,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
 #pragma unroll
     for (int j = 0; j < S::TN; ++j) acc[i][j] = 0.0f;
 
-  const int tiles = (k_len + S::BK - 1) / S::BK;
-  load_a.load(k_len);
-  load_b.load(k_len);
-  load_a.store(As[0]);
-  load_b.store(Bs[0]);
-  __syncthreads();
-
-  for (int t = 0; t < tiles; ++t) {
-    const int cur = t & 1;
-    const bool more = t + 1 < tiles;
-    if (more) {
-      // Issued now, consumed after the arithmetic below: global latency hides behind it.
-      load_a.advance();
-      load_b.advance();
-      load_a.load(k_len - (t + 1) * S::BK);
-      load_b.load(k_len - (t + 1) * S::BK);
-    }
-    const float* as = As[cur];
-    const float* bs = Bs[cur];
-#pragma unroll
-    for (int kk = 0; kk < S::BK; ++kk) {
-      float ra[S::TM], rb[S::TN];
-#pragma unroll
-      for (int f = 0; f < S::kFragsM; ++f) {
-        const float4 v = *reinterpret_cast<const float4*>(&as[kk * S::kAsStride + a_row + f * S::kLanesM * 4]);
-        ra[f * 4 + 0] = v.x; ra[f * 4 + 1] = v.y; ra[f * 4 + 2] = v.z; ra[f * 4 + 3] = v.w;
-      }
-#pragma unroll
-      for (int f = 0; f < S::kFragsN; ++f) {
-        const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
-        rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
-      }
-#pragma unroll
-      for (int i = 0; i < S::TM; ++i)
-#pragma unroll
-        for (int j = 0; j < S::TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
-    }
-    if (more) {
-      // The other stage was last read in iteration t - 1, before that iteration's barrier.
-      load_a.store(As[cur ^ 1]);
-      load_b.store(Bs[cur ^ 1]);
-    }
-    __syncthreads();
-  }
+  // Interior blocks with whole K tiles, nearly all of a large problem, take a copy of the
+  // main loop whose loads carry no bounds checks; edge blocks take the checked copy.
+  if (m0 + S::BM <= p.m && n0 + S::BN <= p.n && k_len % S::BK == 0 && !p.checked_loads_only)
+    mainloop<S, false>(load_a, load_b, As, Bs, k_len, a_row, b_col, acc);
+  else
+    mainloop<S, true>(load_a, load_b, As, Bs, k_len, a_row, b_col, acc);
 
 #pragma unroll
   for (int fm = 0; fm < S::kFragsM; ++fm)

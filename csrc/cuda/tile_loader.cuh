@@ -7,9 +7,9 @@
 // row-major B: a straight vector copy) or K (row-major A, column-major B: the seed's
 // transpose, a vector load scattered into VEC rows by scalar stores).
 //
-// Every element is bounds-checked against the rows and K left in the problem and
-// zero-filled outside it, so edge tiles contribute nothing; interior tiles pay one
-// predicate per vector, with no separate code path.
+// In edge tiles every element is bounds-checked against the rows and K left in the
+// problem and zero-filled outside it, so it contributes nothing; interior tiles load
+// without checks (load<false>).
 #pragma once
 #include <cstdint>
 
@@ -70,27 +70,37 @@ struct TileLoader {
   }
 
   // k_left: K elements of the problem (this split) from the current tile's start.
+  // kChecked = false: the caller guarantees the whole tile is inside the problem.
+  template <bool kChecked>
   __device__ __forceinline__ void load(int k_left) {
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
+      if (kPartial && i * kThreads + int(threadIdx.x) >= kVectors) continue;
       int x, kk;
       coords(i, x, kk);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) regs[i][j] = 0.0f;
-      if (kPartial && i * kThreads + int(threadIdx.x) >= kVectors) continue;
-      // Along the contiguous dimension a vector is whole, partial, or absent.
-      const int c = kKContiguous ? kk : x;          // contiguous coordinate
-      const int c_left = kKContiguous ? k_left : x_left;
-      const bool line_ok = kKContiguous ? x < x_left : kk < k_left;
-      if (!line_ok || c >= c_left) continue;
       const float* p = kKContiguous ? ptr + x * ld + kk : ptr + kk * ld + x;
-      if (c + VEC <= c_left) {
+      if (kChecked)
+        load_checked(p, x, kk, k_left, regs[i]);
+      else
         VecLoad<VEC>::run(p, regs[i]);
-      } else {
+    }
+  }
+
+  // Along the contiguous dimension a vector is whole, partial, or absent; what is outside
+  // the problem reads as zero.
+  __device__ __forceinline__ void load_checked(const float* p, int x, int kk, int k_left, float (&r)[VEC]) const {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j)
-          if (c + j < c_left) regs[i][j] = __ldg(p + j);
-      }
+    for (int j = 0; j < VEC; ++j) r[j] = 0.0f;
+    const int c = kKContiguous ? kk : x;  // contiguous coordinate
+    const int c_left = kKContiguous ? k_left : x_left;
+    const bool line_ok = kKContiguous ? x < x_left : kk < k_left;
+    if (!line_ok || c >= c_left) return;
+    if (c + VEC <= c_left) {
+      VecLoad<VEC>::run(p, r);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j)
+        if (c + j < c_left) r[j] = __ldg(p + j);
     }
   }
 
