@@ -90,6 +90,7 @@ def extract(pages):
     return {
         "kernel": raw.get("Kernel Name"),
         "duration_us": (_num(raw.get("gpu__time_duration.sum")) or 0) * to_us.get(units.get("gpu__time_duration.sum"), float("nan")),
+        "duration_raw": f'{raw.get("gpu__time_duration.sum")} {units.get("gpu__time_duration.sum")}',
         "warp_cycles_per_issued_instruction": _num(by_name.get("Warp Cycles Per Issued Instruction")),
         "top_stalls_cycles_per_issue": dict(top),
         "issue_slots_busy_pct": _num(by_name.get("Issue Slots Busy")),

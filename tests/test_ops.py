@@ -227,7 +227,7 @@ needs_kernels = pytest.mark.skipif(
         (lambda: cpu(128, 12), lambda: cpu(12, 128), "vectorized", "K = 12 is not a multiple of 8"),
         (lambda: cpu(64, 128).t(), lambda: cpu(64, 128), "vectorized", "A is not row-major contiguous"),
         (lambda: cpu(128 * 64 + 1)[1:].view(128, 64), lambda: cpu(64, 128), "vectorized", "not 16-byte aligned"),
-        (lambda: cpu(128, 65)[:, 1:], lambda: cpu(64, 128), "tiled_128x128x16", "16-byte aligned operands only"),
+        (lambda: cpu(128, 65)[:, 1:], lambda: cpu(64, 128), "tiled_256x128x8", "16-byte aligned operands only"),
     ],
 )
 def test_cuda_rules_checked_without_a_gpu(A, B, variant, message):
