@@ -79,7 +79,7 @@ def extract(pages):
     raw_rows = list(csv.reader(io.StringIO(pages["raw"])))
     raw = dict(zip(raw_rows[0], raw_rows[2])) if len(raw_rows) > 2 else {}
     units = dict(zip(raw_rows[0], raw_rows[1])) if len(raw_rows) > 1 else {}
-    to_us = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}
+    to_us = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
     by_name = {r.get("Metric Name"): r.get("Metric Value") for r in details}
     stalls = {
         m.group(1): _num(v)
