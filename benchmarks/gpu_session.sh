@@ -9,7 +9,7 @@ set -u
 LOGDIR=${LOGDIR:-gpu_out}
 mkdir -p "$LOGDIR"
 STEPS=${STEPS:-"build sass tests bench edge sanitize profile"}
-BENCH_ARGS=${BENCH_ARGS:-"--variants all --rep-ms 60"}
+BENCH_ARGS=${BENCH_ARGS-"--variants all --rep-ms 60"}  # set to "" for the defaults of bench.py
 PROFILE_VARIANTS=${PROFILE_VARIANTS:-"vectorized auto"}
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 status=0

@@ -65,9 +65,14 @@ Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::
     if (!aligned16(t->data_ptr()) || (t->dim() == 3 && t->stride(0) % 4 != 0))
       return std::string(name) + "'s data pointer is not 16-byte aligned, which the vectorized kernel requires";
   }
-  if (s.m % 128 != 0) return "M = " + std::to_string(s.m) + " is not a multiple of 128 (vectorized kernel)";
-  if (s.n % 128 != 0) return "N = " + std::to_string(s.n) + " is not a multiple of 128 (vectorized kernel)";
-  if (s.k % 8 != 0) return "K = " + std::to_string(s.k) + " is not a multiple of 8 (vectorized kernel)";
+  auto not_multiple = [](const char* dim, int64_t value, int of) -> Reason {
+    if (value % of == 0) return std::nullopt;
+    return std::string(dim) + " = " + std::to_string(value) + " is not a multiple of " + std::to_string(of) +
+           " (vectorized kernel)";
+  };
+  if (auto r = not_multiple("M", s.m, VectorizedTile::BM)) return r;
+  if (auto r = not_multiple("N", s.n, VectorizedTile::BN)) return r;
+  return not_multiple("K", s.k, VectorizedTile::BK);
   return std::nullopt;
 }
 

@@ -25,6 +25,10 @@ void register_tiled_kernel(int config, Layout la, Layout lb, bool vec4, TiledKer
 TiledKernel tiled_kernel(int config, Layout la, Layout lb, bool vec4);
 
 // The seed's kernel: C = alpha * A @ B + beta * C with C = p.d, row-major dense operands.
+// Its tile, as the seed configures it: M and N must be multiples of the block tile and K of BK.
+struct VectorizedTile {
+  static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
+};
 void launch_vectorized(const GemmParams& p, cudaStream_t stream);
 
 // Split-K: D = alpha * (sum of the p.k_splits partial products) + beta * C.

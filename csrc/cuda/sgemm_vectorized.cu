@@ -7,7 +7,8 @@ namespace vecgemm {
 
 void launch_vectorized(const GemmParams& p, cudaStream_t stream) {
   // The seed's configuration and launch, unchanged but for the batch in grid.z.
-  constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8;
+  constexpr int BM = VectorizedTile::BM, BN = VectorizedTile::BN, BK = VectorizedTile::BK;
+  constexpr int TM = VectorizedTile::TM, TN = VectorizedTile::TN;
   const dim3 grid(p.n / BN, p.m / BM, p.batch);
   const dim3 block((BM * BN) / (TM * TN));
   sgemm_vectorized<BM, BN, BK, TM, TN><<<grid, block, 0, stream>>>(
