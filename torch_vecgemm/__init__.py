@@ -11,6 +11,8 @@ Importing the package loads ``torch_vecgemm._C``, which registers
 
 The functions here accept whatever their torch counterparts accept.
 """
+import torch  # noqa: F401  (loads libtorch and libc10, which _C links against)
+
 from . import _C  # noqa: F401  (registers torch.ops.vecgemm)
 from ._ops import bmm, fallback_reason, linear, mm, selected_kernel, sgemm, variants
 from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cache

@@ -33,7 +33,10 @@ std::atomic<bool> g_autotune{[] {
   const char* v = std::getenv("VECGEMM_AUTOTUNE");
   return v != nullptr && std::string(v) == "1";
 }()};
-std::unordered_map<std::string, Choice> g_cache;
+std::unordered_map<std::string, Choice> g_cache;  // autotuned or loaded choices
+// The model's choices, so that ranking every candidate happens once per problem shape,
+// not on every call (it costs tens of microseconds, as much as a small GEMM).
+std::unordered_map<std::string, Choice> g_model_choices;
 
 int sm_count(int device) {
   static std::map<int, int> counts;
@@ -139,14 +142,26 @@ std::string ProblemKey::str() const {
 
 Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params, cudaStream_t stream) {
   const int device = c10::cuda::current_device();
-  if (forced_config < 0) {
+  const std::string name = key.str();
+  const bool tune = forced_config < 0 && g_autotune.load() && !capturing(stream);
+  const std::string model_key = name + "/" + std::to_string(forced_config) + "/d" + std::to_string(device);
+  {
     std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = g_cache.find(key.str());
-    if (it != g_cache.end()) return it->second;
+    if (forced_config < 0) {
+      auto it = g_cache.find(name);
+      if (it != g_cache.end()) return it->second;
+    }
+    if (!tune) {
+      auto it = g_model_choices.find(model_key);
+      if (it != g_model_choices.end()) return it->second;
+    }
   }
   auto candidates = ranked(key, forced_config, device);
   TORCH_INTERNAL_ASSERT(!candidates.empty());
-  if (forced_config >= 0 || !g_autotune.load() || capturing(stream)) return candidates.front().second;
+  if (!tune) {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    return g_model_choices[model_key] = candidates.front().second;
+  }
 
   auto scratch = at::empty({int64_t(key.batch) * key.m * key.n}, at::device(at::kCUDA).dtype(at::kFloat));
   Choice best = candidates.front().second;
@@ -157,7 +172,7 @@ Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params
     if (ms < best_ms) best_ms = ms, best = candidates[i].second;
   }
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_cache[key.str()] = best;
+  g_cache[name] = best;
   return best;
 }
 
