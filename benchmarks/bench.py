@@ -140,12 +140,15 @@ def write_outputs(out, info, records):
         w = csv.DictWriter(f, fieldnames=list(records[0].keys()))
         w.writeheader()
         w.writerows(records)
+    written = [out + ".json", out + ".csv"]
     try:
         from benchmarks.report import plot
 
         plot(info, records, out + ".png")
+        written.append(out + ".png")
     except ImportError as e:  # matplotlib is optional
         print(f"no plot ({e})", file=sys.stderr)
+    return written
 
 
 def main(argv=None):
@@ -199,8 +202,7 @@ def main(argv=None):
         print(f"# fp32 peak {info['fp32_peak_tflops']:.1f} TFLOP/s, copy bandwidth {info['copy_bandwidth_tbs']:.2f} TB/s")
     print_table(records)
     if args.out:
-        write_outputs(args.out, info, records)
-        print(f"wrote {args.out}.json, .csv, .png")
+        print("wrote " + ", ".join(write_outputs(args.out, info, records)))
     wrong = [r for r in records if (r["note"] or "").startswith("WRONG")]
     for r in wrong:
         print(f"!!! {r['name']} {r['variant']}: {r['note']}", file=sys.stderr)
