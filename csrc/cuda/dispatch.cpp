@@ -73,7 +73,6 @@ Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::
   if (auto r = not_multiple("M", s.m, VectorizedTile::BM)) return r;
   if (auto r = not_multiple("N", s.n, VectorizedTile::BN)) return r;
   return not_multiple("K", s.k, VectorizedTile::BK);
-  return std::nullopt;
 }
 
 Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out,
