@@ -103,6 +103,24 @@ def test_misaligned(variant, layout, offset, ld_pad):
     assert_gemm_close(run_strict(A, B, C, 1.0, 1.0, variant), A, B, C, 1.0, 1.0)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("batch", [None, 3, "broadcast"])
+def test_aligned_copy_of_odd_operands(layout, batch):
+    # Large enough that auto copies the odd-strided operands into aligned rows rather than
+    # taking the scalar-load kernels; the copy must not change the result.
+    m, n, k = 1100, 1029, 1023 if batch is None else 515
+    nb = None if batch is None else 3
+    A = make_operand(m, k, layout[0], batch=nb, offset=1, ld_pad=2)
+    B = make_operand(k, n, layout[1], ld_pad=2, **({} if batch == "broadcast" else {"batch": nb}))
+    if batch == "broadcast":
+        B = B.expand(3, k, n)
+    assert torch_vecgemm.selected_kernel(A, B).endswith("aligned copy of A B")
+    C = randn(n)
+    assert_gemm_close(run_strict(A, B, C, 0.5, 1.0), A, B, C, 0.5, 1.0)
+    # Asked for by name, a scalar-capable tiling takes the operands as they are.
+    assert "aligned copy" not in torch_vecgemm.selected_kernel(A, B, variant="tiled_64x64x8")
+
+
 @pytest.mark.parametrize("variant", ["auto", "tiled_128x128x8", "tiled_64x64x8"])
 def test_inplace_layouts(variant):
     m, n, k = 150, 90, 40

@@ -4,7 +4,8 @@
 //    a compact stretch of shared memory, instead of being smeared across the block;
 //  - padded shared rows, so the transposing stores are free of bank conflicts;
 //  - two shared-memory stages with register prefetch: the loads of tile t+1 are issued
-//    before the arithmetic on tile t and one barrier per K tile suffices;
+//    before the arithmetic on tile t and one barrier per K tile suffices; optionally
+//    (kPrefetchFragments) the fragments of each K step load during the previous step;
 //  - any M, N, K (predicated, zero-filling loads and masked stores), both storage orders
 //    of A and B (LA, LB), any alignment (VEC), batches and split-K (blockIdx.z), and
 //    64-bit offsets throughout;
@@ -31,6 +32,31 @@ __device__ __forceinline__ void tile_coords(int tiles_m, int tiles_n, int& tm, i
   tn = (pid % per_group) / rows;
 }
 
+// One K step's fragments from shared memory: each 4-wide fragment row is one LDS.128.
+template <class S>
+__device__ __forceinline__ void load_fragments(const float* as, const float* bs, int kk, int a_row, int b_col,
+                                               float (&ra)[S::TM], float (&rb)[S::TN]) {
+#pragma unroll
+  for (int f = 0; f < S::kFragsM; ++f) {
+    const float4 v = *reinterpret_cast<const float4*>(&as[kk * S::kAsStride + a_row + f * S::kLanesM * 4]);
+    ra[f * 4 + 0] = v.x; ra[f * 4 + 1] = v.y; ra[f * 4 + 2] = v.z; ra[f * 4 + 3] = v.w;
+  }
+#pragma unroll
+  for (int f = 0; f < S::kFragsN; ++f) {
+    const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
+    rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const float (&rb)[S::TN],
+                                              float (&acc)[S::TM][S::TN]) {
+#pragma unroll
+  for (int i = 0; i < S::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < S::TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+}
+
 // The K loop over one block's tiles: two shared-memory stages, the next tile's global
 // loads in flight (in registers) while the current one is multiplied, one barrier a tile.
 template <class S, bool kChecked, class LoaderA, class LoaderB>
@@ -43,43 +69,45 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
   load_a.store(As[0]);
   load_b.store(Bs[0]);
   __syncthreads();
+  // With kPrefetchFragments, step kk computes on set kk & 1 while set (kk + 1) & 1 loads.
+  float ra[2][S::TM], rb[2][S::TN];
+  if (S::kPrefetchFragments) load_fragments<S>(As[0], Bs[0], 0, a_row, b_col, ra[0], rb[0]);
 
   for (int t = 0; t < tiles; ++t) {
     const int cur = t & 1;
     const bool more = t + 1 < tiles;
     if (more) {
-      // Issued now, consumed after the arithmetic below: global latency hides behind it.
+      // Issued now, consumed at the end of the tile: global latency hides behind the FFMAs.
       load_a.advance();
       load_b.advance();
       load_a.template load<kChecked>(k_len - (t + 1) * S::BK);
       load_b.template load<kChecked>(k_len - (t + 1) * S::BK);
     }
-    const float* as = As[cur];
-    const float* bs = Bs[cur];
 #pragma unroll
     for (int kk = 0; kk < S::BK; ++kk) {
-      float ra[S::TM], rb[S::TN];
-#pragma unroll
-      for (int f = 0; f < S::kFragsM; ++f) {
-        const float4 v = *reinterpret_cast<const float4*>(&as[kk * S::kAsStride + a_row + f * S::kLanesM * 4]);
-        ra[f * 4 + 0] = v.x; ra[f * 4 + 1] = v.y; ra[f * 4 + 2] = v.z; ra[f * 4 + 3] = v.w;
+      if (!S::kPrefetchFragments) {
+        load_fragments<S>(As[cur], Bs[cur], kk, a_row, b_col, ra[0], rb[0]);
+        outer_product<S>(ra[0], rb[0], acc);
+        continue;
       }
-#pragma unroll
-      for (int f = 0; f < S::kFragsN; ++f) {
-        const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
-        rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
+      if (kk + 1 < S::BK) {
+        load_fragments<S>(As[cur], Bs[cur], kk + 1, a_row, b_col, ra[(kk + 1) & 1], rb[(kk + 1) & 1]);
+      } else if (more) {
+        // The other stage was last read before the previous tile's barrier. Storing and
+        // synchronising before the last step lets the next tile's first fragments load
+        // behind this step's FFMAs instead of stalling the next tile's first one.
+        load_a.store(As[cur ^ 1]);
+        load_b.store(Bs[cur ^ 1]);
+        __syncthreads();
+        load_fragments<S>(As[cur ^ 1], Bs[cur ^ 1], 0, a_row, b_col, ra[0], rb[0]);
       }
-#pragma unroll
-      for (int i = 0; i < S::TM; ++i)
-#pragma unroll
-        for (int j = 0; j < S::TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+      outer_product<S>(ra[kk & 1], rb[kk & 1], acc);
     }
-    if (more) {
-      // The other stage was last read in iteration t - 1, before that iteration's barrier.
+    if (!S::kPrefetchFragments && more) {
       load_a.store(As[cur ^ 1]);
       load_b.store(Bs[cur ^ 1]);
     }
-    __syncthreads();
+    if (!S::kPrefetchFragments) __syncthreads();
   }
 }
 

@@ -16,7 +16,7 @@ namespace {
 template <int I>
 using ShapeOf = TileShape<kTileConfigs[I].bm, kTileConfigs[I].bn, kTileConfigs[I].bk, kTileConfigs[I].wm,
                           kTileConfigs[I].wn, kTileConfigs[I].tm, kTileConfigs[I].tn,
-                          kTileConfigs[I].min_blocks>;
+                          kTileConfigs[I].min_blocks, kTileConfigs[I].prefetch>;
 
 template <class S, int VEC>
 void launch_tiled(const GemmParams& p, cudaStream_t stream) {

@@ -14,6 +14,8 @@ struct TileConfigRow {
   // Blocks per SM the register allocation must allow (__launch_bounds__):
   // 65536 / (threads x min_blocks) registers per thread.
   int min_blocks;
+  // Fragments of the next K step loaded during the current one's FFMAs (TileShape).
+  bool prefetch;
   // Also build the scalar-load instance, for operands that are not 16-byte aligned.
   bool scalar;
   // Throughput relative to the best tiling when the grid fills the GPU, in percent: the
@@ -22,15 +24,16 @@ struct TileConfigRow {
 };
 
 inline constexpr TileConfigRow kTileConfigs[] = {
-    // name                  bm   bn  bk  wm  wn tm  tn minb scalar eff
-    {"tiled_128x128x8",      128, 128, 8, 32, 64, 8, 8, 2, true, 91},
-    {"tiled_128x128x8_occ1", 128, 128, 8, 32, 64, 8, 8, 1, false, 96},
-    {"tiled_128x128x16",     128, 128, 16, 32, 64, 8, 8, 1, true, 98},
-    {"tiled_128x128x8_t816", 128, 128, 8, 64, 64, 8, 16, 2, false, 93},
-    {"tiled_256x128x8",      256, 128, 8, 64, 64, 8, 16, 1, false, 100},
-    {"tiled_128x64x8",       128, 64, 8, 32, 64, 8, 8, 4, false, 95},
-    {"tiled_64x64x8",        64, 64, 8, 32, 32, 8, 4, 4, true, 84},
-    {"tiled_32x128x16",      32, 128, 16, 32, 32, 8, 4, 4, false, 89},
+    // name                        bm   bn  bk  wm  wn tm  tn minb pref  scalar eff
+    {"tiled_128x128x8",            128, 128, 8, 32, 64, 8, 8, 2, true, true, 91},
+    {"tiled_128x128x8_occ1",       128, 128, 8, 32, 64, 8, 8, 1, true, false, 96},
+    {"tiled_128x128x16",           128, 128, 16, 32, 64, 8, 8, 1, true, true, 98},
+    {"tiled_128x128x8_t816",       128, 128, 8, 64, 64, 8, 16, 2, true, false, 93},
+    {"tiled_256x128x8",            256, 128, 8, 64, 64, 8, 16, 1, true, false, 100},
+    {"tiled_256x128x8_noprefetch", 256, 128, 8, 64, 64, 8, 16, 1, false, false, 97},
+    {"tiled_128x64x8",             128, 64, 8, 32, 64, 8, 8, 4, false, false, 95},
+    {"tiled_64x64x8",              64, 64, 8, 32, 32, 8, 4, 4, true, true, 84},
+    {"tiled_32x128x16",            32, 128, 16, 32, 32, 8, 4, 4, true, false, 89},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 

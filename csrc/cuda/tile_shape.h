@@ -7,11 +7,15 @@
 
 namespace vecgemm {
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MINB_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MINB_, bool PREFETCH_>
 struct TileShape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;
   static constexpr int WM = WM_, WN = WN_, TM = TM_, TN = TN_;
   static constexpr int kMinBlocks = MINB_;  // per SM, for __launch_bounds__
+  // Load the fragments of K step kk + 1 from shared memory while step kk's FFMAs run, and
+  // the next tile's first fragments right after its barrier, before the tile's last FFMAs
+  // (two register sets of fragments); otherwise each step loads its own fragments first.
+  static constexpr bool kPrefetchFragments = PREFETCH_;
 
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = kWarpsM * kWarpsN * 32;
