@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 
-OPS = ["FFMA", "LDS.128", "LDS.64", "LDS.32", "LDG.128", "LDG.64", "LDG.32", "STS.128", "STS.32", "STG.128", "STG.32", "LDL", "STL", "BAR"]
+OPS = ["FFMA", "LDS.128", "LDS.64", "LDS.32", "LDG.128", "LDG.64", "LDG.32", "LDGSTS", "STS.128", "STS.32", "STG.128", "STG.32", "LDL", "STL", "BAR"]
 WIDE = ("LDS", "STS", "LDG", "STG")
 
 
@@ -39,14 +39,22 @@ def cuobjdump():
 
 
 def demangle_short(name):
-    m = re.search(r"sgemm_tiledINS_9TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
+    shape = r"TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)EE"
+    m = re.search(r"sgemm_tiledINS_9" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
     if m:
-        bm, bn, bk, wm, wn, tm, tn, minb, la, lb, vec = m.groups()
-        return f"tiled {bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb} {'rc'[int(la)]}{'rc'[int(lb)]} vec{vec}"
+        bm, bn, bk, wm, wn, tm, tn, minb, pf, la, lb, vec = m.groups()
+        return (f"tiled {bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb}{' prefetch' if pf == '1' else ''} "
+                f"{'rc'[int(la)]}{'rc'[int(lb)]} vec{vec}")
+    m = re.search(r"sgemm_asyncINS_10AsyncShapeINS_9" + shape + r"ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)E", name)
+    if m:
+        bm, bn, bk, wm, wn, tm, tn, minb, _, stages, la, lb = m.groups()
+        return f"async {bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb} stages{stages} {'rc'[int(la)]}{'rc'[int(lb)]}"
     if "sgemm_vectorized" in name:
         return "vectorized (seed)"
     if "splitk_reduce" in name:
         return "splitk_reduce"
+    if "4gemv" in name:
+        return "gemv vec" + ("4" if "ILi4E" in name else "1")
     return name[:60]
 
 

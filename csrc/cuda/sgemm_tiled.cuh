@@ -14,23 +14,11 @@
 #include <cstdint>
 
 #include "../gemm_params.h"
-#include "epilogue.cuh"
+#include "block_tile.cuh"
 #include "tile_loader.cuh"
 #include "tile_shape.h"
 
 namespace vecgemm {
-
-// Tile rows visited together before moving along N (as in Triton's grouped ordering).
-constexpr int kRasterGroupM = 8;
-
-__device__ __forceinline__ void tile_coords(int tiles_m, int tiles_n, int& tm, int& tn) {
-  const int pid = blockIdx.x;
-  const int per_group = kRasterGroupM * tiles_n;
-  const int first_m = (pid / per_group) * kRasterGroupM;
-  const int rows = min(tiles_m - first_m, kRasterGroupM);
-  tm = first_m + (pid % per_group) % rows;
-  tn = (pid % per_group) / rows;
-}
 
 // One K step's fragments from shared memory: each 4-wide fragment row is one LDS.128.
 template <class S>
@@ -46,15 +34,6 @@ __device__ __forceinline__ void load_fragments(const float* as, const float* bs,
     const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
     rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
   }
-}
-
-template <class S>
-__device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const float (&rb)[S::TN],
-                                              float (&acc)[S::TM][S::TN]) {
-#pragma unroll
-  for (int i = 0; i < S::TM; ++i)
-#pragma unroll
-    for (int j = 0; j < S::TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
 }
 
 // The K loop over one block's tiles: two shared-memory stages, the next tile's global
@@ -120,56 +99,19 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
   __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
   __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
 
-  int tm, tn;
-  tile_coords((p.m + S::BM - 1) / S::BM, (p.n + S::BN - 1) / S::BN, tm, tn);
-  const int m0 = tm * S::BM, n0 = tn * S::BN;
-  const int batch = blockIdx.z / p.k_splits;
-  const int split = blockIdx.z % p.k_splits;
-  const int k_begin = split * p.k_slice;
-  const int k_len = min(p.k - k_begin, p.k_slice);
-
-  const float* a = p.a.ptr + batch * p.a.batch_stride +
-                   (LA == Layout::RowMajor ? m0 * p.a.ld + k_begin : k_begin * p.a.ld + m0);
-  const float* b = p.b.ptr + batch * p.b.batch_stride +
-                   (LB == Layout::RowMajor ? k_begin * p.b.ld + n0 : n0 * p.b.ld + k_begin);
-  LoaderA load_a(a, p.a.ld, p.m - m0);
-  LoaderB load_b(b, p.b.ld, p.n - n0);
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int wm0 = (warp / S::kWarpsN) * S::WM, wn0 = (warp % S::kWarpsN) * S::WN;
-  const int ty = lane / S::kLanesN, tx = lane % S::kLanesN;
-  // Fragment f of this thread starts at row a_row + f * kLanesM * 4 (columns likewise).
-  const int a_row = wm0 + ty * 4, b_col = wn0 + tx * 4;
+  const BlockTile<S> blk(p);
+  LoaderA load_a(blk.template a_panel<LA>(p), p.a.ld, p.m - blk.m0);
+  LoaderB load_b(blk.template b_panel<LB>(p), p.b.ld, p.n - blk.n0);
 
   float acc[S::TM][S::TN];
-#pragma unroll
-  for (int i = 0; i < S::TM; ++i)
-#pragma unroll
-    for (int j = 0; j < S::TN; ++j) acc[i][j] = 0.0f;
-
-  // Interior blocks with whole K tiles, nearly all of a large problem, take a copy of the
-  // main loop whose loads carry no bounds checks; edge blocks take the checked copy.
-  if (m0 + S::BM <= p.m && n0 + S::BN <= p.n && k_len % S::BK == 0 && !p.checked_loads_only)
-    mainloop<S, false>(load_a, load_b, As, Bs, k_len, a_row, b_col, acc);
+  zero<S>(acc);
+  // Interior blocks, nearly all of a large problem, take a copy of the main loop whose loads
+  // carry no bounds checks; edge blocks take the checked copy.
+  if (blk.unchecked(p))
+    mainloop<S, false>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   else
-    mainloop<S, true>(load_a, load_b, As, Bs, k_len, a_row, b_col, acc);
-
-#pragma unroll
-  for (int fm = 0; fm < S::kFragsM; ++fm)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = m0 + a_row + fm * S::kLanesM * 4 + i;
-#pragma unroll
-      for (int fn = 0; fn < S::kFragsN; ++fn) {
-        const int col = n0 + b_col + fn * S::kLanesN * 4;
-        const float v[4] = {acc[fm * 4 + i][fn * 4 + 0], acc[fm * 4 + i][fn * 4 + 1],
-                            acc[fm * 4 + i][fn * 4 + 2], acc[fm * 4 + i][fn * 4 + 3]};
-        if (p.k_splits == 1)
-          store_output4(p, batch, row, col, v);
-        else
-          store_partial4(p, split, batch, row, col, v);
-      }
-    }
+    mainloop<S, true>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
+  store_accumulators(p, blk, acc);
 }
 
 }  // namespace vecgemm

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels.h"
+#include "sgemm_async.cuh"
 #include "sgemm_tiled.cuh"
 #include "tile_configs.h"
 
@@ -18,21 +19,30 @@ using ShapeOf = TileShape<kTileConfigs[I].bm, kTileConfigs[I].bn, kTileConfigs[I
                           kTileConfigs[I].wn, kTileConfigs[I].tm, kTileConfigs[I].tn,
                           kTileConfigs[I].min_blocks, kTileConfigs[I].prefetch>;
 
-template <class S, int VEC>
+// The kernel function of row I with loads VEC floats wide.
+template <int I, int VEC>
+constexpr auto kernel_of() {
+  if constexpr (kTileConfigs[I].stages > 0)
+    return &sgemm_async<AsyncShape<ShapeOf<I>, kTileConfigs[I].stages>, VECGEMM_LA, VECGEMM_LB>;
+  else
+    return &sgemm_tiled<ShapeOf<I>, VECGEMM_LA, VECGEMM_LB, VEC>;
+}
+
+template <int I, int VEC>
 void launch_tiled(const GemmParams& p, cudaStream_t stream) {
+  using S = ShapeOf<I>;
   const int64_t tiles = int64_t((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, p.batch * p.k_splits);
-  sgemm_tiled<S, VECGEMM_LA, VECGEMM_LB, VEC><<<grid, S::kThreads, 0, stream>>>(p);
+  kernel_of<I, VEC>()<<<grid, S::kThreads, 0, stream>>>(p);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
 template <int I, int VEC>
 void register_instance() {
-  using S = ShapeOf<I>;
+  static_assert(VEC == 4 || kTileConfigs[I].stages == 0, "cp.async moves 16-byte chunks");
   register_tiled_kernel(I, VECGEMM_LA, VECGEMM_LB, VEC == 4,
-                        TiledKernel{&launch_tiled<S, VEC>,
-                                    reinterpret_cast<const void*>(&sgemm_tiled<S, VECGEMM_LA, VECGEMM_LB, VEC>),
-                                    S::kThreads});
+                        TiledKernel{&launch_tiled<I, VEC>, reinterpret_cast<const void*>(kernel_of<I, VEC>()),
+                                    ShapeOf<I>::kThreads});
 }
 
 template <int I>

@@ -35,4 +35,10 @@ struct TileShape {
   static_assert(BK % 4 == 0, "K-contiguous tiles load float4 along K");
 };
 
+// The cp.async kernel's shape (sgemm_async.cuh): a block tiling plus its pipeline depth.
+template <class Tile, int STAGES>
+struct AsyncShape : Tile {
+  static constexpr int kStages = STAGES;  // shared-memory stages, kStages - 1 tiles in flight
+};
+
 }  // namespace vecgemm

@@ -1,0 +1,99 @@
+// What the tiled kernels (sgemm_tiled.cuh, sgemm_async.cuh) share around their main loops:
+// which output tile a block computes, where its operand panels start, the thread's place in
+// its warp tile, the FFMA outer product and the write-back of the accumulators.
+#pragma once
+#include "../gemm_params.h"
+#include "epilogue.cuh"
+
+namespace vecgemm {
+
+// Tile rows visited together before moving along N (as in Triton's grouped ordering), so
+// that blocks running at the same time share panels of A and B in L2.
+constexpr int kRasterGroupM = 8;
+
+template <class S>
+struct BlockTile {
+  int m0, n0;          // the block's output tile
+  int batch, split;    // blockIdx.z = batch * k_splits + split
+  int k_begin, k_len;  // this split's K range
+  // Fragment f of the thread covers rows a_row + f * kLanesM * 4 + [0, 4) of the block
+  // tile, and columns b_col + f * kLanesN * 4 + [0, 4).
+  int a_row, b_col;
+
+  __device__ __forceinline__ explicit BlockTile(const GemmParams& p) {
+    const int tiles_m = (p.m + S::BM - 1) / S::BM, tiles_n = (p.n + S::BN - 1) / S::BN;
+    const int pid = blockIdx.x;
+    const int per_group = kRasterGroupM * tiles_n;
+    const int first_m = (pid / per_group) * kRasterGroupM;
+    const int rows = min(tiles_m - first_m, kRasterGroupM);
+    m0 = (first_m + (pid % per_group) % rows) * S::BM;
+    n0 = ((pid % per_group) / rows) * S::BN;
+    batch = blockIdx.z / p.k_splits;
+    split = blockIdx.z % p.k_splits;
+    k_begin = split * p.k_slice;
+    k_len = min(p.k - k_begin, p.k_slice);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    a_row = (warp / S::kWarpsN) * S::WM + (lane / S::kLanesN) * 4;
+    b_col = (warp % S::kWarpsN) * S::WN + (lane % S::kLanesN) * 4;
+  }
+
+  // Whether the block's loads need no bounds checks: its tile lies inside the problem and
+  // its K range is whole K tiles (true of nearly all blocks of a large problem; a K that is
+  // not a multiple of BK makes it false for all, which is why auto pads K, dispatch.cpp).
+  __device__ __forceinline__ bool unchecked(const GemmParams& p) const {
+    return m0 + S::BM <= p.m && n0 + S::BN <= p.n && k_len % S::BK == 0 && !p.checked_loads_only;
+  }
+
+  // Element (0, k_begin) of this block's rows of A, and (k_begin, 0) of its columns of B.
+  template <Layout LA>
+  __device__ __forceinline__ const float* a_panel(const GemmParams& p) const {
+    return p.a.ptr + batch * p.a.batch_stride +
+           (LA == Layout::RowMajor ? m0 * p.a.ld + k_begin : k_begin * p.a.ld + m0);
+  }
+  template <Layout LB>
+  __device__ __forceinline__ const float* b_panel(const GemmParams& p) const {
+    return p.b.ptr + batch * p.b.batch_stride +
+           (LB == Layout::RowMajor ? k_begin * p.b.ld + n0 : n0 * p.b.ld + k_begin);
+  }
+};
+
+template <class S>
+__device__ __forceinline__ void zero(float (&acc)[S::TM][S::TN]) {
+#pragma unroll
+  for (int i = 0; i < S::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < S::TN; ++j) acc[i][j] = 0.0f;
+}
+
+template <class S>
+__device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const float (&rb)[S::TN],
+                                              float (&acc)[S::TM][S::TN]) {
+#pragma unroll
+  for (int i = 0; i < S::TM; ++i)
+#pragma unroll
+    for (int j = 0; j < S::TN; ++j) acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+}
+
+// D = alpha * acc + beta * C, or the raw partial sums of a K split, four columns at a time.
+template <class S>
+__device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,
+                                                   const float (&acc)[S::TM][S::TN]) {
+#pragma unroll
+  for (int fm = 0; fm < S::kFragsM; ++fm)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = blk.m0 + blk.a_row + fm * S::kLanesM * 4 + i;
+#pragma unroll
+      for (int fn = 0; fn < S::kFragsN; ++fn) {
+        const int col = blk.n0 + blk.b_col + fn * S::kLanesN * 4;
+        const float v[4] = {acc[fm * 4 + i][fn * 4 + 0], acc[fm * 4 + i][fn * 4 + 1],
+                            acc[fm * 4 + i][fn * 4 + 2], acc[fm * 4 + i][fn * 4 + 3]};
+        if (p.k_splits == 1)
+          store_output4(p, blk.batch, row, col, v);
+        else
+          store_partial4(p, blk.split, blk.batch, row, col, v);
+      }
+    }
+}
+
+}  // namespace vecgemm
