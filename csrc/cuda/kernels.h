@@ -31,6 +31,10 @@ struct VectorizedTile {
 };
 void launch_vectorized(const GemmParams& p, cudaStream_t stream);
 
+// Matrix-vector products (gemv.cu): M = 1 with B column-major, or N = 1 with A row-major.
+bool gemv_fits(int m, int n, Layout la, Layout lb);
+void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
+
 // Split-K: D = alpha * (sum of the p.k_splits partial products) + beta * C.
 void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream);
 
