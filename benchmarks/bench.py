@@ -3,6 +3,7 @@
     python -m benchmarks.bench                     # default suites, ~1 min on an H200
     python -m benchmarks.bench --quick             # a few problems
     python -m benchmarks.bench --suite square --sizes 1024,4096 --variants all
+    python -m benchmarks.bench --suite square --sizes 4096 --layouts rr,rc,cr,cc
     python -m benchmarks.bench --out benchmarks/results/h200
 
 Every problem is timed for torch.matmul in fp32 (the reference every ratio is against),
@@ -32,13 +33,14 @@ TF32 = "cuBLAS TF32 (tensor cores, other precision)"
 REL_ERR_LIMIT = 1e-4  # fp32 vs fp32 lands near 1e-6; tf32 would be ~1e-3
 
 
-def load_problems(suites, sizes):
+def load_problems(suites, sizes, layouts=("rr",)):
     with open(os.path.join(HERE, "shapes.json")) as f:
         data = json.load(f)
     problems = []
     if "square" in suites:
         for s in sizes or data["square"]:
-            problems.append(dict(suite="square", name=f"square {s}", m=s, n=s, k=s, layout="rr"))
+            for layout in layouts:
+                problems.append(dict(suite="square", name=f"square {s}", m=s, n=s, k=s, layout=layout))
     if "model" in suites:
         for p in data["model"]:
             problems.append(dict(suite="model", **p))
@@ -155,6 +157,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", default="square,model", help="comma list of: square, model")
     ap.add_argument("--sizes", default=None, help="square sizes, comma list (default: shapes.json)")
+    ap.add_argument("--layouts", default="rr", help="storage orders of the square problems, comma list of rr, rc, cr, cc")
     ap.add_argument("--variants", default="auto,vectorized", help="comma list, or 'all' (see torch_vecgemm.variants())")
     ap.add_argument("--quick", action="store_true", help="a few problems, short timing")
     ap.add_argument("--warmup-ms", type=float, default=25)
@@ -177,7 +180,7 @@ def main(argv=None):
         if not cuda:
             suites = ["square"]
         args.rep_ms = min(args.rep_ms, 50)
-    problems = load_problems(suites, sizes)
+    problems = load_problems(suites, sizes, args.layouts.split(","))
     if args.quick and "model" in suites:
         problems = [p for p in problems if p["suite"] == "square"] + [p for p in problems if p["suite"] == "model"][:4]
     variants = torch_vecgemm.variants() if args.variants == "all" else args.variants.split(",")

@@ -13,18 +13,23 @@ import torch
 import torch_vecgemm
 
 
-def operand(rows, cols, layout, offset):
-    if layout == "r":
-        return torch.randn(rows * cols + offset, device="cuda")[offset:].view(rows, cols)
-    return torch.randn(rows * cols + offset, device="cuda")[offset:].view(cols, rows).t()
+def operand(rows, cols, layout, storage):
+    """dense, "offset" (misaligned by one float) or "padded" (rows padded to 16 bytes, which
+    the variants built for aligned operands take at any shape)."""
+    inner, outer = (cols, rows) if layout == "r" else (rows, cols)
+    ld = -(-inner // 4) * 4 if storage == "padded" else inner
+    offset = 1 if storage == "offset" else 0
+    t = torch.randn(outer * ld + offset, device="cuda")[offset:].view(outer, ld)[:, :inner]
+    return t if layout == "r" else t.t()
 
 
 def main():
-    shapes = [(1, 1, 1), (5, 7, 3), (129, 65, 9), (33, 130, 17), (200, 3, 40), (64, 64, 1000)]
+    shapes = [(1, 1, 1), (5, 7, 3), (129, 65, 9), (33, 130, 17), (200, 3, 40), (64, 64, 1000), (1, 130, 37), (70, 1, 300)]
     failures = launches = 0
     for variant in torch_vecgemm.variants():
-        for (m, n, k), layout, offset in [(s, l, o) for s in shapes for l in ("rr", "rc", "cr", "cc") for o in (0, 1)]:
-            A, B = operand(m, k, layout[0], offset), operand(k, n, layout[1], offset)
+        cases = [(s, l, o) for s in shapes for l in ("rr", "rc", "cr", "cc") for o in ("dense", "offset", "padded")]
+        for (m, n, k), layout, storage in cases:
+            A, B = operand(m, k, layout[0], storage), operand(k, n, layout[1], storage)
             C = torch.randn(m, n, device="cuda")
             if torch_vecgemm.fallback_reason(A, B, C, variant=variant) is not None:
                 continue
@@ -34,7 +39,7 @@ def main():
             launches += 1
             if not rel < 1e-5:
                 failures += 1
-                print(f"WRONG {variant} {m}x{n}x{k} {layout} offset {offset}: rel {rel:.3g}")
+                print(f"WRONG {variant} {m}x{n}x{k} {layout} {storage}: rel {rel:.3g}")
     # The seed's kernel only takes full tiles.
     A, B, C = torch.randn(128, 16, device="cuda"), torch.randn(16, 256, device="cuda"), torch.randn(128, 256, device="cuda")
     torch.ops.vecgemm.sgemm_(C, A, B, 1.0, 1.0, "vectorized")

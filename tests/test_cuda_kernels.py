@@ -21,7 +21,8 @@ from conftest import (
 pytestmark = [requires_cuda, requires_kernels]
 ops = torch.ops.vecgemm
 
-TILED = [v for v in torch_vecgemm.variants() if v.startswith("tiled_")]
+# The general kernels' tilings: register-staged (tiled_*) and cp.async pipelined (async_*).
+TILED = [v for v in torch_vecgemm.variants() if v.startswith(("tiled_", "async_"))]
 ALL_VARIANTS = ["auto", "vectorized"] + TILED
 LAYOUTS = ["rr", "rc", "cr", "cc"]
 
@@ -92,6 +93,27 @@ def test_tiled_shapes_layouts(variant, layout, m, n, k):
     assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
 
 
+def aligned_operand(rows, cols, layout, batch=None):
+    """make_operand with the leading dimension padded to a multiple of 4 floats: every
+    variant, the ones built for 16-byte aligned operands included, takes it at any shape."""
+    return make_operand(rows, cols, layout, batch=batch, ld_pad=-(cols if layout == "r" else rows) % 4)
+
+
+@pytest.mark.parametrize("variant", ["auto"] + TILED)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(
+    "m,n,k,batch",
+    [(257, 129, 33, None), (1, 300, 77, None), (300, 3, 5, None), (130, 66, 19, 3), (513, 517, 515, None), (64, 68, 4099, None)],
+)
+def test_aligned_odd_shapes(variant, layout, m, n, k, batch):
+    # Edge tiles in M, N and K (K not a multiple of 4 or of BK: partial 16-byte chunks),
+    # batches, and a long K that the selection splits.
+    A, B = aligned_operand(m, k, layout[0], batch), aligned_operand(k, n, layout[1], batch)
+    assert torch_vecgemm.fallback_reason(A, B, variant=variant) is None
+    C = randn(m, n)
+    assert_gemm_close(run_strict(A, B, C, 1.5, -0.5, variant), A, B, C, 1.5, -0.5)
+
+
 @pytest.mark.parametrize("variant", ["auto"] + [v for v in TILED if v in ("tiled_128x128x8", "tiled_64x64x8")])
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("offset,ld_pad", [(1, 0), (2, 3), (0, 1), (3, 5)])
@@ -105,20 +127,47 @@ def test_misaligned(variant, layout, offset, ld_pad):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("batch", [None, 3, "broadcast"])
-def test_aligned_copy_of_odd_operands(layout, batch):
-    # Large enough that auto copies the odd-strided operands into aligned rows rather than
-    # taking the scalar-load kernels; the copy must not change the result.
-    m, n, k = 1100, 1029, 1023 if batch is None else 515
+@pytest.mark.parametrize("k,copied", [(1023, "A B"), (1040, "A")])
+def test_padded_copies(layout, batch, k, copied):
+    # Large enough that auto copies operands rather than take the slow paths: both with K
+    # zero-padded to a multiple of 16 when K is odd, else only the misaligned A. The copies
+    # must not change the result.
+    m, n = 1100, 1029
     nb = None if batch is None else 3
     A = make_operand(m, k, layout[0], batch=nb, offset=1, ld_pad=2)
-    B = make_operand(k, n, layout[1], ld_pad=2, **({} if batch == "broadcast" else {"batch": nb}))
+    B = aligned_operand(k, n, layout[1], None if batch == "broadcast" else nb)
     if batch == "broadcast":
         B = B.expand(3, k, n)
-    assert torch_vecgemm.selected_kernel(A, B).endswith("aligned copy of A B")
+    assert torch_vecgemm.selected_kernel(A, B).endswith("padded copy of " + copied)
     C = randn(n)
     assert_gemm_close(run_strict(A, B, C, 0.5, 1.0), A, B, C, 0.5, 1.0)
     # Asked for by name, a scalar-capable tiling takes the operands as they are.
-    assert "aligned copy" not in torch_vecgemm.selected_kernel(A, B, variant="tiled_64x64x8")
+    assert "padded copy" not in torch_vecgemm.selected_kernel(A, B, variant="tiled_64x64x8")
+
+
+@pytest.mark.parametrize("case", ["m1", "n1"])
+@pytest.mark.parametrize("vector", ["r", "c"])
+@pytest.mark.parametrize("k", [3, 77, 4096, 5003])
+@pytest.mark.parametrize("batch", [None, 3])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gemv(case, vector, k, batch, offset):
+    # M = 1 with B column-major (one token through nn.Linear) or N = 1 with A row-major: the
+    # matrix-vector kernel, on either storage of the vector and misaligned operands too.
+    rows = 300
+    if case == "m1":
+        A = make_operand(1, k, vector, batch=batch, offset=offset)
+        B = make_operand(k, rows, "c", batch=batch, offset=offset)
+        C = randn(rows)
+    else:
+        A = make_operand(rows, k, "r", batch=batch, offset=offset)
+        B = make_operand(k, 1, vector, batch=batch, offset=offset)
+        C = randn(rows, 1)
+    assert torch_vecgemm.selected_kernel(A, B) == "gemv"
+    for variant in ["auto", "gemv"]:
+        assert_gemm_close(run_strict(A, B, C, 0.5, -1.0, variant), A, B, C, 0.5, -1.0)
+        assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
+    with pytest.raises(RuntimeError, match="gemv kernel takes M = 1"):
+        ops.sgemm(randn(2, k), randn(k, rows), None, 1.0, 0.0, "gemv")
 
 
 @pytest.mark.parametrize("variant", ["auto", "tiled_128x128x8", "tiled_64x64x8"])

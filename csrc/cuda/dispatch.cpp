@@ -32,11 +32,14 @@ constexpr int kNumConfigs = kNumTileConfigs;
 
 constexpr const char* kAuto = "auto";
 constexpr const char* kVectorized = "vectorized";  // the seed's kernel
+constexpr const char* kGemv = "gemv";              // matrix-vector products
+constexpr int kVectorizedIndex = kNumConfigs, kGemvIndex = kNumConfigs + 1;
 
-// -1 for "auto", kNumConfigs for the seed's kernel, else a tiled configuration.
+// -1 for "auto", kVectorizedIndex, kGemvIndex, else a tiled configuration.
 std::optional<int> variant_index(const std::string& variant) {
   if (variant == kAuto) return -1;
-  if (variant == kVectorized) return kNumConfigs;
+  if (variant == kVectorized) return kVectorizedIndex;
+  if (variant == kGemv) return kGemvIndex;
   for (int c = 0; c < kNumConfigs; ++c)
     if (variant == kTileConfigs[c].name) return c;
   return std::nullopt;
@@ -90,47 +93,65 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (std::max({s.batch, s.m, s.n, s.k}) > kIntMax)
     return "a dimension is 2^31 or larger; the kernels index dimensions with 32-bit integers";
-  if (*index == kNumConfigs) return vectorized_violation(A, B, C_out);
+  if (*index == kVectorizedIndex) return vectorized_violation(A, B, C_out);
+  if (*index == kGemvIndex) {
+    if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
+    return std::string("the gemv kernel takes M = 1 with a column-major B, or N = 1 with a row-major A");
+  }
   if (*index >= 0 && !kTileConfigs[*index].scalar && !(vec4_ok(A, *storage_of(A)) && vec4_ok(B, *storage_of(B))))
     return "variant " + variant + " is built for 16-byte aligned operands only (pointer, leading dimension "
            "and batch stride multiples of 4 floats)";
   return std::nullopt;
 }
 
-// ---- operands that are not 16-byte aligned ------------------------------------------------
+// ---- operands the kernels would take slowly ----------------------------------------------
 
-// An operand with an odd leading dimension (or pointer) sends the whole problem to the
-// scalar-load kernels, ~20% slower than the float4 ones (docs/performance.md). One copy of
-// that operand into rows padded to four floats moves 8 bytes per element (~2.3 ps each at
-// the H200's bandwidth) and saves ~9 fs per multiply-add, so it pays when the operand is
-// reused across more than ~250 columns (A) or rows (B) and the product is large enough to
-// cover the extra launch.
-constexpr int64_t kAlignMinReuse = 256;
-constexpr int64_t kAlignMinMacs = int64_t(1) << 30;
+// Two kinds of operands cost the kernels a good part of their speed: one whose rows do not
+// start 16 bytes aligned sends the problem to the scalar-load kernels, and a K that is not a
+// multiple of the K tile sends every block to the bounds-checked main loop (with 128
+// registers a thread, the checked loop spills). For a large problem, one copy of the
+// operand(s) into padded storage costs less: it moves 8 bytes per element (~2.3 ps each at
+// the H200's bandwidth) and saves ~9 fs or more per multiply-add, so it pays when the
+// operand is reused across more than ~250 columns (A) or rows (B) and the product is large
+// enough to cover the extra launches (docs/performance.md, step 6).
+constexpr int64_t kCopyMinReuse = 256;
+constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
+// K is padded to a multiple of every tiling's BK.
+constexpr int64_t kKPadding = 16;
 
-// The same values in storage of the same order whose rows start 16-byte aligned.
-at::Tensor aligned_copy(const at::Tensor& t) {
-  if (t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0)  // keep a broadcast batch broadcast
-    return aligned_copy(t.select(0, 0)).unsqueeze(0).expand(t.sizes());
+// The same values in storage of the same order, rows starting 16-byte aligned, with the
+// K dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded.
+at::Tensor padded_copy(const at::Tensor& t, int k_dim, int64_t k_padded) {
+  if (t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0) {  // keep a broadcast batch broadcast
+    const at::Tensor one = padded_copy(t.select(0, 0), k_dim, k_padded);
+    return one.unsqueeze(0).expand({t.size(0), one.size(0), one.size(1)});
+  }
+  // As a view whose last dimension is the contiguous one.
   const bool row_major = storage_of(t)->layout == Layout::RowMajor;
   const at::Tensor rows = row_major ? t : t.transpose(-1, -2);
+  const int k_in_rows = row_major ? k_dim : -3 - k_dim;  // -1 <-> -2
   std::vector<int64_t> sizes = rows.sizes().vec();
+  sizes[sizes.size() + k_in_rows] = k_padded;
   const int64_t width = sizes.back();
   sizes.back() = (width + 3) / 4 * 4;
-  at::Tensor copy = at::empty(sizes, t.options()).narrow(-1, 0, width);
-  copy.copy_(rows);
+  const bool padding_k = k_padded != t.size(k_dim);
+  at::Tensor copy = (padding_k ? at::zeros(sizes, t.options()) : at::empty(sizes, t.options())).narrow(-1, 0, width);
+  copy.narrow(k_in_rows, 0, rows.size(k_in_rows)).copy_(rows);
   return row_major ? copy : copy.transpose(-1, -2);
 }
 
-// The operands the auto variant multiplies: A and B themselves, or aligned copies where
-// that is cheaper than the scalar-load kernels. A variant asked for by name gets the
-// operands as they are.
+// The operands the auto variant multiplies: A and B themselves, or padded copies where that
+// is cheaper than the slow paths above. A variant asked for by name gets them as they are.
 std::pair<at::Tensor, at::Tensor> operands_for(const at::Tensor& A, const at::Tensor& B, int variant) {
   if (variant >= 0) return {A, B};
   const GemmShape s = shape_of(A, B);
+  if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse) return {A, B};
+  if (s.k % kKPadding != 0) {
+    const int64_t k = (s.k + kKPadding - 1) / kKPadding * kKPadding;
+    return {padded_copy(A, -1, k), padded_copy(B, -2, k)};
+  }
   const bool a_ok = vec4_ok(A, *storage_of(A)), b_ok = vec4_ok(B, *storage_of(B));
-  if ((a_ok && b_ok) || s.batch * s.m * s.n * s.k < kAlignMinMacs) return {A, B};
-  return {a_ok || s.n < kAlignMinReuse ? A : aligned_copy(A), b_ok || s.m < kAlignMinReuse ? B : aligned_copy(B)};
+  return {a_ok ? A : padded_copy(A, -1, s.k), b_ok ? B : padded_copy(B, -2, s.k)};
 }
 
 // ---- launching ---------------------------------------------------------------------------
@@ -184,7 +205,7 @@ void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
   p.d_vec4 = aligned16(p.d) && p.d_ld % 4 == 0 && p.d_batch_stride % 4 == 0;
   p.beta = use_c ? float(beta) : 0.0f;
 
-  if (index == kNumConfigs) {
+  if (index == kVectorizedIndex) {
     // The seed's kernel reads beta * C from D itself.
     if (use_c && !D.is_same(*C)) D.copy_(C->expand(out_sizes));
     launch_vectorized(p, stream);
@@ -199,7 +220,10 @@ void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
                p.c_batch_stride % 4 == 0;
   }
   const ProblemKey key = key_of(a, b);
-  run_tiled(p, key, choose(key, index, p, stream), stream);
+  if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb)))
+    launch_gemv(p, key.la, key.lb, stream);
+  else
+    run_tiled(p, key, choose(key, index, p, stream), stream);
 }
 
 // ---- the ops -------------------------------------------------------------------------------
@@ -253,20 +277,21 @@ Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::opt
 std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
   if (auto r = fallback_reason(A, B, std::nullopt, variant)) return "fallback: " + *r;
   const int index = *variant_index(variant);
-  if (index == kNumConfigs) return kVectorized;
+  if (index == kVectorizedIndex) return kVectorized;
   const c10::cuda::CUDAGuard guard(A.device());
   const auto [a, b] = operands_for(A, B, index);
   const ProblemKey key = key_of(a, b);
+  if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb))) return kGemv;
   const Choice c = choose(key, index, operand_params(a, b, 1.0), c10::cuda::getCurrentCUDAStream());
   std::string copied;
   if (!a.is_same(A)) copied += " A";
   if (!b.is_same(B)) copied += " B";
   return std::string(kTileConfigs[c.config].name) + (c.splits > 1 ? " split-k " + std::to_string(c.splits) : "") +
-         (copied.empty() ? "" : ", aligned copy of" + copied);
+         (copied.empty() ? "" : ", padded copy of" + copied);
 }
 
 std::vector<std::string> available_variants() {
-  std::vector<std::string> names{kAuto, kVectorized};
+  std::vector<std::string> names{kAuto, kVectorized, kGemv};
   for (const auto& c : kTileConfigs) names.emplace_back(c.name);
   return names;
 }

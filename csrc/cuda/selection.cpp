@@ -75,7 +75,8 @@ double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const int64_t per_sm = ceil_div(blocks, sms);
   const double util = 0.55 + 0.45 * double(std::min<int64_t>(per_sm, occ)) / occ;
   const double macs = double(per_sm) * c.bm * c.bn * slice;
-  const double compute = macs / (kMacsPerNsPerSm * util * c.eff_percent / 100.0);
+  const double eff = c.eff_percent[int(key.la) * 2 + int(key.lb)] / 100.0;
+  const double compute = macs / (kMacsPerNsPerSm * util * eff);
   const double mn = double(key.batch) * key.m * key.n;
   const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
   double ns = std::max(compute, operands / kBytesPerNs) + kLaunchNs;

@@ -1,4 +1,4 @@
-// The tilings the general kernel is built for, one row each, as data. Every row is compiled
+// The tilings the tiled kernels are built for, one row each, as data. Every row is compiled
 // for each storage order of A and B (sgemm_tiled_instances.cuh) and becomes a variant
 // selectable by its name; selection.cpp chooses among them per problem. To add a tiling,
 // add a row.
@@ -16,24 +16,28 @@ struct TileConfigRow {
   int min_blocks;
   // Fragments of the next K step loaded during the current one's FFMAs (TileShape).
   bool prefetch;
+  // 0: the register-staged kernel (sgemm_tiled.cuh); >= 2: the cp.async kernel
+  // (sgemm_async.cuh) with that many shared-memory stages (16-byte aligned operands only).
+  int stages;
   // Also build the scalar-load instance, for operands that are not 16-byte aligned.
   bool scalar;
-  // Throughput relative to the best tiling when the grid fills the GPU, in percent: the
-  // H200 at M = N = K = 4096, unsplit (docs/performance.md). The cost model uses it.
-  int eff_percent;
+  // Throughput relative to the best tiling for the same storage orders when the grid fills
+  // the GPU, in percent, for A and B stored rr, rc, cr, cc (r: row-major): the H200 at
+  // M = N = K = 4096, unsplit (docs/performance.md, step 7). The cost model uses it.
+  int eff_percent[4];
 };
 
 inline constexpr TileConfigRow kTileConfigs[] = {
-    // name                        bm   bn  bk  wm  wn tm  tn minb pref  scalar eff
-    {"tiled_128x128x8",            128, 128, 8, 32, 64, 8, 8, 2, true, true, 91},
-    {"tiled_128x128x8_occ1",       128, 128, 8, 32, 64, 8, 8, 1, true, false, 96},
-    {"tiled_128x128x16",           128, 128, 16, 32, 64, 8, 8, 1, true, true, 98},
-    {"tiled_128x128x8_t816",       128, 128, 8, 64, 64, 8, 16, 2, true, false, 93},
-    {"tiled_256x128x8",            256, 128, 8, 64, 64, 8, 16, 1, true, false, 100},
-    {"tiled_256x128x8_noprefetch", 256, 128, 8, 64, 64, 8, 16, 1, false, false, 97},
-    {"tiled_128x64x8",             128, 64, 8, 32, 64, 8, 8, 4, false, false, 95},
-    {"tiled_64x64x8",              64, 64, 8, 32, 32, 8, 4, 4, true, true, 84},
-    {"tiled_32x128x16",            32, 128, 16, 32, 32, 8, 4, 4, true, false, 89},
+    // name                 bm   bn  bk  wm  wn tm  tn minb pref  st scalar eff: rr   rc   cr   cc
+    {"tiled_128x128x8",     128, 128, 8, 32, 64, 8, 8, 2, true, 0, true, {94, 96, 91, 88}},
+    {"tiled_128x128x16",    128, 128, 16, 32, 64, 8, 8, 1, true, 0, true, {92, 91, 75, 75}},
+    {"tiled_128x128x8_t816", 128, 128, 8, 64, 64, 8, 16, 2, true, 0, false, {95, 100, 87, 92}},
+    {"tiled_256x128x8",     256, 128, 8, 64, 64, 8, 16, 1, true, 0, false, {88, 100, 82, 85}},
+    {"tiled_128x64x8",      128, 64, 8, 32, 64, 8, 8, 4, false, 0, false, {98, 95, 99, 100}},
+    {"tiled_64x128x8",      64, 128, 8, 32, 64, 8, 8, 4, false, 0, false, {100, 93, 99, 88}},
+    {"tiled_64x64x8",       64, 64, 8, 32, 32, 8, 4, 4, true, 0, true, {85, 83, 88, 85}},
+    {"tiled_32x128x16",     32, 128, 16, 32, 32, 8, 4, 4, true, 0, false, {86, 82, 85, 80}},
+    {"async_128x64x16_s3",  128, 64, 16, 32, 64, 8, 8, 4, false, 3, false, {90, 81, 100, 84}},
 };
 inline constexpr int kNumTileConfigs = sizeof(kTileConfigs) / sizeof(kTileConfigs[0]);
 
