@@ -61,10 +61,12 @@ int blocks_per_sm(const TiledKernel& kernel, int device) {
 
 int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
 
-// Estimated nanoseconds: the busiest SM's share of the tiles (wave quantization, edge
-// tiles computed whole), slowed when it holds fewer blocks than it could, never faster than
-// moving every operand once; split-K adds the workspace round trip (partials written by
-// the GEMM, read back by the reduction) and a second launch.
+// Estimated nanoseconds: the busiest SM's share of the tiles (edge tiles computed whole) in
+// waves of as many blocks as fit on it: full waves at full speed, a last partial wave of r
+// blocks at 0.55 + 0.45 r / occ of it per block (fewer blocks share the SM, each runs
+// faster, not occ / r times faster), never faster than moving every operand once; split-K
+// adds the workspace round trip (partials written by the GEMM, read back by the reduction)
+// and a second launch.
 double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const TileConfigRow& c = kTileConfigs[config];
   const int slice = slice_for(key.k, splits, c.bk);
@@ -73,10 +75,10 @@ double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const int sms = sm_count(device);
   const int occ = blocks_per_sm(tiled_kernel(config, key.la, key.lb, key.vec4), device);
   const int64_t per_sm = ceil_div(blocks, sms);
-  const double util = 0.55 + 0.45 * double(std::min<int64_t>(per_sm, occ)) / occ;
-  const double macs = double(per_sm) * c.bm * c.bn * slice;
+  const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
+  const double block_times = double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0);
   const double eff = c.eff_percent[int(key.la) * 2 + int(key.lb)] / 100.0;
-  const double compute = macs / (kMacsPerNsPerSm * util * eff);
+  const double compute = block_times * c.bm * c.bn * slice / (kMacsPerNsPerSm * eff);
   const double mn = double(key.batch) * key.m * key.n;
   const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
   double ns = std::max(compute, operands / kBytesPerNs) + kLaunchNs;
