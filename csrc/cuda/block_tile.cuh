@@ -65,21 +65,49 @@ __device__ __forceinline__ void zero(float (&acc)[S::TM][S::TN]) {
     for (int j = 0; j < S::TN; ++j) acc[i][j] = 0.0f;
 }
 
+// One K step's fragments from a shared tile stored [BK][BM + pad] (A) and [BK][BN + pad]
+// (B): each 4-wide fragment row is one LDS.128.
+template <class S>
+__device__ __forceinline__ void load_fragments(const float* as, const float* bs, int kk, int a_row, int b_col,
+                                               float (&ra)[S::TM], float (&rb)[S::TN]) {
+#pragma unroll
+  for (int f = 0; f < S::kFragsM; ++f) {
+    const float4 v = *reinterpret_cast<const float4*>(&as[kk * S::kAsStride + a_row + f * S::kLanesM * 4]);
+    ra[f * 4 + 0] = v.x; ra[f * 4 + 1] = v.y; ra[f * 4 + 2] = v.z; ra[f * 4 + 3] = v.w;
+  }
+#pragma unroll
+  for (int f = 0; f < S::kFragsN; ++f) {
+    const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
+    rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
+  }
+}
+
 // acc += ra (x) rb. The order of the FFMAs shapes ptxas' register allocation, and with it
 // how many FFMAs read two operands from the same register bank (dispatch stalls). Measured
-// on the H200 (docs/performance.md, step 8): for 8 x 16 thread tiles a serpentine along the
-// 16 (consecutive FFMAs share an operand at both ends of a row) is 2-3% faster; for 8 x 8
-// tiles it is up to 6% slower than the plain order, although it has fewer same-bank pairs.
+// on the H200 (docs/performance.md, steps 8 and 10): for thread tiles longer one way than
+// the other (8 x 16, 16 x 8) a serpentine along the longer side (consecutive FFMAs share
+// an operand at both ends of a line) is faster; for 8 x 8 tiles the plain order is (the
+// serpentine was up to 6% slower there although it has fewer same-bank pairs).
 template <class S>
 __device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const float (&rb)[S::TN],
                                               float (&acc)[S::TM][S::TN]) {
+  if constexpr (S::TM > S::TN) {
 #pragma unroll
-  for (int i = 0; i < S::TM; ++i)
+    for (int j = 0; j < S::TN; ++j)
 #pragma unroll
-    for (int s = 0; s < S::TN; ++s) {
-      const int j = S::TN > S::TM && i % 2 ? S::TN - 1 - s : s;
-      acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
-    }
+      for (int s = 0; s < S::TM; ++s) {
+        const int i = j % 2 ? S::TM - 1 - s : s;
+        acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+      }
+  } else {
+#pragma unroll
+    for (int i = 0; i < S::TM; ++i)
+#pragma unroll
+      for (int s = 0; s < S::TN; ++s) {
+        const int j = S::TN > S::TM && i % 2 ? S::TN - 1 - s : s;
+        acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+      }
+  }
 }
 
 // D = alpha * acc + beta * C, or the raw partial sums of a K split, four columns at a time.

@@ -1,16 +1,12 @@
 // The tiled kernel with a cp.async pipeline instead of register staging (async_tile.cuh):
-//  - kStages shared-memory stages: the copies of K tile t + kStages - 1 are in flight while
-//    tile t is multiplied, with no registers held for them and no STS instructions;
-//  - operands keep their storage order in shared memory, so the K-contiguous ones (row-major
-//    A, column-major B) cost no transposing scalar stores: their fragments are read along
-//    K, one LDS.64 per row for two K steps (kKGroup) instead of one LDS.128 per K step
-//    along M or N. What the profiler showed for the register-staged kernel: the transposing
-//    operands were where the layouts lost (docs/performance.md, step 4);
-//  - one barrier per K tile: after it every thread has finished the previous tile, whose
-//    stage is the one the next copies overwrite.
-// Operands must be 16-byte aligned (pointer, leading dimension, batch stride): cp.async
-// moves 16-byte chunks. Block tiling, warp tiling and the epilogue are those of
-// sgemm_tiled.cuh (block_tile.cuh).
+//  - kStages shared-memory stages: the copies of the next tiles are in flight while tile t
+//    is multiplied, with no registers held for them and no STS instructions;
+//  - the shared layout, fragment loads, FFMA product, block and warp tiling and the
+//    epilogue are those of sgemm_tiled.cuh (block_tile.cuh); K-contiguous operands are
+//    transposed by 4-byte copies (async_tile.cuh);
+//  - one barrier per K tile.
+// Operands must be 16-byte aligned (pointer, leading dimension, batch stride): the
+// X-contiguous operand moves in 16-byte chunks.
 #pragma once
 #include "../gemm_params.h"
 #include "async_tile.cuh"
@@ -19,18 +15,23 @@
 
 namespace vecgemm {
 
-// K steps whose fragments a K-contiguous operand loads at once (one LDS.64 per row).
-constexpr int kKGroup = 2;
-
-// The K loop: tile t is copied into stage t % kStages, kStages - 1 tiles ahead of the one
-// being multiplied. Every thread commits one group of copies per tile (empty ones past the
-// last tile), so "all but the newest kStages - 2 groups have landed" always means "tile t
-// has landed" for this thread; the barrier after the wait makes it so for the block, and
-// also means every thread has finished tile t - 1, whose stage the next copies overwrite.
+// The K loop: tile t is copied into stage t % kStages. Every thread commits one group of
+// copies per tile (empty ones past the last tile), so a wait for "all but the newest n
+// groups" is a wait for one known tile, for this thread; the barrier after it makes it so
+// for the block. The same barrier tells a thread that every other thread has finished
+// reading the stage its next copies overwrite.
+//  - Without kPrefetchFragments each K step loads its own fragments. The barrier opens
+//    tile t, and the stage of tile t - 1 is refilled: kStages - 1 tiles in flight.
+//  - With it, the fragments of step kk + 1 load during step kk's FFMAs (two register
+//    sets), and the barrier sits before the last step of tile t so that the first
+//    fragments of tile t + 1 load behind that step's FFMAs, as in sgemm_tiled.cuh. By
+//    then tile t's stage has been read whole, so it is refilled at once: kStages tiles in
+//    flight.
 template <class S, bool kChecked, class TileA, class TileB>
 __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, float (*As)[TileA::kFloats],
                                                float (*Bs)[TileB::kFloats], int k_len, int a_row, int b_col,
                                                float (&acc)[S::TM][S::TN]) {
+  constexpr int kAhead = S::kPrefetchFragments ? S::kStages : S::kStages - 1;
   const int tiles = (k_len + S::BK - 1) / S::BK;
   int next = 0, next_stage = 0;  // the next tile to copy, and its stage
   auto copy_next = [&]() {
@@ -45,24 +46,43 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
     next_stage = next_stage + 1 == S::kStages ? 0 : next_stage + 1;
   };
 #pragma unroll
-  for (int t = 0; t < S::kStages - 1; ++t) copy_next();
+  for (int t = 0; t < kAhead; ++t) copy_next();
 
   int stage = 0;
-  for (int t = 0; t < tiles; ++t) {
-    cp_async_wait<S::kStages - 2>();
-    __syncthreads();
-    copy_next();
-    const float* as = As[stage];
-    const float* bs = Bs[stage];
+  if constexpr (!S::kPrefetchFragments) {
+    for (int t = 0; t < tiles; ++t) {
+      cp_async_wait<kAhead - 1>();
+      __syncthreads();
+      copy_next();
 #pragma unroll
-    for (int kk = 0; kk < S::BK; kk += kKGroup) {
-      float ra[kKGroup][S::TM], rb[kKGroup][S::TN];
-      TileA::template read<S::kFragsM, S::kLanesM, kKGroup>(as, a_row, kk, ra);
-      TileB::template read<S::kFragsN, S::kLanesN, kKGroup>(bs, b_col, kk, rb);
-#pragma unroll
-      for (int g = 0; g < kKGroup; ++g) outer_product<S>(ra[g], rb[g], acc);
+      for (int kk = 0; kk < S::BK; ++kk) {
+        float ra[S::TM], rb[S::TN];
+        load_fragments<S>(As[stage], Bs[stage], kk, a_row, b_col, ra, rb);
+        outer_product<S>(ra, rb, acc);
+      }
+      stage = stage + 1 == S::kStages ? 0 : stage + 1;
     }
-    stage = stage + 1 == S::kStages ? 0 : stage + 1;
+  } else {
+    static_assert(S::BK % 2 == 0, "the last step and the next tile's first use different register sets");
+    float ra[2][S::TM], rb[2][S::TN];
+    cp_async_wait<kAhead - 1>();
+    __syncthreads();
+    load_fragments<S>(As[0], Bs[0], 0, a_row, b_col, ra[0], rb[0]);
+    for (int t = 0; t < tiles; ++t) {
+#pragma unroll
+      for (int kk = 0; kk < S::BK; ++kk) {
+        if (kk + 1 < S::BK) {
+          load_fragments<S>(As[stage], Bs[stage], kk + 1, a_row, b_col, ra[(kk + 1) & 1], rb[(kk + 1) & 1]);
+        } else if (t + 1 < tiles) {
+          cp_async_wait<kAhead - 2>();
+          __syncthreads();
+          copy_next();  // into `stage`, read whole by every thread before the barrier
+          stage = stage + 1 == S::kStages ? 0 : stage + 1;
+          load_fragments<S>(As[stage], Bs[stage], 0, a_row, b_col, ra[0], rb[0]);
+        }
+        outer_product<S>(ra[kk & 1], rb[kk & 1], acc);
+      }
+    }
   }
   cp_async_wait<0>();  // nothing may still be landing in shared memory when the block exits
 }
@@ -70,9 +90,8 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
 template <class S, Layout LA, Layout LB>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const GemmParams p) {
   static_assert(S::kStages >= 2, "a pipeline needs two stages");
-  static_assert(S::BK % kKGroup == 0, "whole K groups per tile");
-  using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor>;
-  using TileB = AsyncTile<S::BN, S::BK, S::kThreads, LB == Layout::ColMajor>;
+  using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor, S::kAsStride>;
+  using TileB = AsyncTile<S::BN, S::BK, S::kThreads, LB == Layout::ColMajor, S::kBsStride>;
   __shared__ __align__(16) float As[S::kStages][TileA::kFloats];
   __shared__ __align__(16) float Bs[S::kStages][TileB::kFloats];
 

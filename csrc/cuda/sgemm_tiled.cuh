@@ -20,22 +20,6 @@
 
 namespace vecgemm {
 
-// One K step's fragments from shared memory: each 4-wide fragment row is one LDS.128.
-template <class S>
-__device__ __forceinline__ void load_fragments(const float* as, const float* bs, int kk, int a_row, int b_col,
-                                               float (&ra)[S::TM], float (&rb)[S::TN]) {
-#pragma unroll
-  for (int f = 0; f < S::kFragsM; ++f) {
-    const float4 v = *reinterpret_cast<const float4*>(&as[kk * S::kAsStride + a_row + f * S::kLanesM * 4]);
-    ra[f * 4 + 0] = v.x; ra[f * 4 + 1] = v.y; ra[f * 4 + 2] = v.z; ra[f * 4 + 3] = v.w;
-  }
-#pragma unroll
-  for (int f = 0; f < S::kFragsN; ++f) {
-    const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
-    rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
-  }
-}
-
 // The K loop over one block's tiles: two shared-memory stages, the next tile's global
 // loads in flight (in registers) while the current one is multiplied, one barrier a tile.
 template <class S, bool kChecked, class LoaderA, class LoaderB>
