@@ -9,12 +9,14 @@ The main loop is taken to be the backward branch whose body holds the most FFMAs
 docs/performance.md (step 10) has these numbers for cuBLAS's kernel and ours.
 
     python -m benchmarks.ffma_banks kernel.sass            # text from cuobjdump -sass
-    python -m benchmarks.ffma_banks lib.so --function sgemm_async --cuobjdump PATH
+    python -m benchmarks.ffma_banks torch_vecgemm/_C*.so --function sgemm_async
 """
 import argparse
 import re
 import subprocess
 from collections import Counter
+
+from .sass_report import cuobjdump
 
 _INSTR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 _REG = re.compile(r"\bR(\d+)\b")
@@ -126,12 +128,12 @@ def main():
     ap.add_argument("path", help="cuobjdump -sass text, or a cubin / shared library")
     ap.add_argument("--function", default="", help="only functions whose name contains this")
     ap.add_argument("--banks", type=int, default=2)
-    ap.add_argument("--cuobjdump", default="cuobjdump")
+    ap.add_argument("--cuobjdump", default=None, help="default: as sass_report finds it (PATH, then triton's)")
     args = ap.parse_args()
     try:
         sass = open(args.path).read()
     except UnicodeDecodeError:
-        cmd = [args.cuobjdump, "-sass", args.path]
+        cmd = [args.cuobjdump or cuobjdump(), "-sass", args.path]
         sass = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     for name, body in functions(sass):
         if args.function in name:
