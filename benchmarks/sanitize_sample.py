@@ -26,6 +26,15 @@ def operand(rows, cols, layout, storage):
 def main():
     shapes = [(1, 1, 1), (5, 7, 3), (129, 65, 9), (33, 130, 17), (200, 3, 40), (64, 64, 1000), (1, 130, 37), (70, 1, 300)]
     failures = launches = 0
+
+    def check(label, out, ref):
+        nonlocal failures, launches
+        rel = (torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)).item()
+        launches += 1
+        if not rel < 1e-5:
+            failures += 1
+            print(f"WRONG {label}: rel {rel:.3g}")
+
     for variant in torch_vecgemm.variants():
         cases = [(s, l, o) for s in shapes for l in ("rr", "rc", "cr", "cc") for o in ("dense", "offset", "padded")]
         for (m, n, k), layout, storage in cases:
@@ -34,19 +43,19 @@ def main():
             if torch_vecgemm.fallback_reason(A, B, C, variant=variant) is not None:
                 continue
             out = torch.ops.vecgemm.sgemm(A, B, C, 1.0, 1.0, variant)
-            ref = A.double() @ B.double() + C.double()
-            rel = (torch.linalg.norm(out.double() - ref) / torch.linalg.norm(ref)).item()
-            launches += 1
-            if not rel < 1e-5:
-                failures += 1
-                print(f"WRONG {variant} {m}x{n}x{k} {layout} {storage}: rel {rel:.3g}")
+            check(f"{variant} {m}x{n}x{k} {layout} {storage}", out, A.double() @ B.double() + C.double())
+    # Large enough for auto to copy both operands into padded storage (odd K): the copy
+    # kernel's reads and writes, with zero columns (rc) and zero rows (cr).
+    for layout in ("rc", "cr"):
+        A, B = operand(1024, 1023, layout[0], "dense"), operand(1023, 1040, layout[1], "dense")
+        assert torch_vecgemm.selected_kernel(A, B).endswith("padded copy of A B")
+        check(f"auto 1024x1040x1023 {layout} padded copies", torch.ops.vecgemm.sgemm(A, B), A.double() @ B.double())
     # The seed's kernel only takes full tiles.
     A, B, C = torch.randn(128, 16, device="cuda"), torch.randn(16, 256, device="cuda"), torch.randn(128, 256, device="cuda")
     torch.ops.vecgemm.sgemm_(C, A, B, 1.0, 1.0, "vectorized")
     torch.cuda.synchronize()
     print(f"{launches} checked launches, {failures} wrong")
     return 1 if failures else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

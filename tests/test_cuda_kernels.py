@@ -140,6 +140,10 @@ def test_padded_copies(layout, batch, k, copied):
         B = B.expand(3, k, n)
     assert torch_vecgemm.selected_kernel(A, B).endswith("padded copy of " + copied)
     C = randn(n)
+    # The copies are allocated with torch.empty: leave NaN in the allocator's free blocks so
+    # that any element the copy fails to write (values or zero padding) shows in the result.
+    poison = C.new_full((1 << 24,), float("nan"))
+    del poison
     assert_gemm_close(run_strict(A, B, C, 0.5, 1.0), A, B, C, 0.5, 1.0)
     # Asked for by name, a scalar-capable tiling takes the operands as they are.
     assert "padded copy" not in torch_vecgemm.selected_kernel(A, B, variant="tiled_64x64x8")

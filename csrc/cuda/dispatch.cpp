@@ -120,7 +120,7 @@ constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
 constexpr int64_t kKPadding = 16;
 
 // The same values in storage of the same order, rows starting 16-byte aligned, with the
-// K dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded.
+// K dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu).
 at::Tensor padded_copy(const at::Tensor& t, int k_dim, int64_t k_padded) {
   if (t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0) {  // keep a broadcast batch broadcast
     const at::Tensor one = padded_copy(t.select(0, 0), k_dim, k_padded);
@@ -134,10 +134,15 @@ at::Tensor padded_copy(const at::Tensor& t, int k_dim, int64_t k_padded) {
   sizes[sizes.size() + k_in_rows] = k_padded;
   const int64_t width = sizes.back();
   sizes.back() = (width + 3) / 4 * 4;
-  const bool padding_k = k_padded != t.size(k_dim);
-  at::Tensor copy = (padding_k ? at::zeros(sizes, t.options()) : at::empty(sizes, t.options())).narrow(-1, 0, width);
-  copy.narrow(k_in_rows, 0, rows.size(k_in_rows)).copy_(rows);
-  return row_major ? copy : copy.transpose(-1, -2);
+  TORCH_CHECK(sizes.back() <= std::numeric_limits<int>::max(), "vecgemm: padded operand too large");
+  const at::Tensor copy = at::empty(sizes, t.options());
+  const bool batched = rows.dim() == 3;
+  launch_pad_copy(PadCopy{rows.data_ptr<float>(), rows.stride(-2), batched ? rows.stride(0) : 0,
+                          int(rows.size(-2)), int(rows.size(-1)), copy.data_ptr<float>(),
+                          int(copy.size(-2)), int(copy.size(-1)), batched ? int(rows.size(0)) : 1},
+                  c10::cuda::getCurrentCUDAStream());
+  const at::Tensor view = copy.narrow(-1, 0, width);
+  return row_major ? view : view.transpose(-1, -2);
 }
 
 // The operands the auto variant multiplies: A and B themselves, or padded copies where that

@@ -35,6 +35,19 @@ void launch_vectorized(const GemmParams& p, cudaStream_t stream);
 bool gemv_fits(int m, int n, Layout la, Layout lb);
 void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
 
+// A batch of row-major matrices (rows x cols, row stride src_ld, any alignment) copied
+// into contiguous storage of dst_rows x dst_ld (dst_rows >= rows, dst_ld >= cols and a
+// multiple of 4, dst 16-byte aligned), zeros outside the source (pad_copy.cu).
+struct PadCopy {
+  const float* src;
+  int64_t src_ld, src_batch_stride;
+  int rows, cols;
+  float* dst;
+  int dst_rows, dst_ld;
+  int batch;
+};
+void launch_pad_copy(const PadCopy& c, cudaStream_t stream);
+
 // Split-K: D = alpha * (sum of the p.k_splits partial products) + beta * C.
 void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream);
 
