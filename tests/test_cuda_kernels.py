@@ -320,8 +320,11 @@ def test_autotune_mode(tmp_path):
     try:
         A, B = randn(384, 200), randn(200, 320)
         assert_gemm_close(run_strict(A, B), A, B)
+        B_odd = randn(200, 321)  # rows of the output not 16-byte aligned: a choice of its own
+        assert_gemm_close(run_strict(A, B_odd), A, B_odd)
         cache = torch_vecgemm.tuning_cache()
-        assert any(k.startswith("b1_m384_n320_k200") for k in cache), cache
+        assert any(k.startswith("b1_m384_n320_k200") and k.endswith("_d4") for k in cache), cache
+        assert any(k.startswith("b1_m384_n321_k200") and k.endswith("_d1") for k in cache), cache
         assert_gemm_close(run_strict(A, B), A, B)  # cached choice
         torch_vecgemm.save_tuning_cache(tmp_path / "t.json")
     finally:

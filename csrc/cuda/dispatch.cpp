@@ -161,11 +161,12 @@ std::pair<at::Tensor, at::Tensor> operands_for(const at::Tensor& A, const at::Te
 
 // ---- launching ---------------------------------------------------------------------------
 
-ProblemKey key_of(const at::Tensor& A, const at::Tensor& B) {
+// out_vec4: whether the output D's rows are 16-byte aligned.
+ProblemKey key_of(const at::Tensor& A, const at::Tensor& B, bool out_vec4) {
   const GemmShape s = shape_of(A, B);
   const MatrixStorage sa = *storage_of(A), sb = *storage_of(B);
   return ProblemKey{int(s.batch), int(s.m), int(s.n), int(s.k), sa.layout, sb.layout,
-                    vec4_ok(A, sa) && vec4_ok(B, sb)};
+                    vec4_ok(A, sa) && vec4_ok(B, sb), out_vec4};
 }
 
 // The operands' part of the kernel parameters; the caller fills in D and C.
@@ -224,7 +225,7 @@ void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
     p.c_vec4 = aligned16(p.c) && p.c_col_stride == 1 && p.c_row_stride % 4 == 0 &&
                p.c_batch_stride % 4 == 0;
   }
-  const ProblemKey key = key_of(a, b);
+  const ProblemKey key = key_of(a, b, p.d_vec4);
   if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb)))
     launch_gemv(p, key.la, key.lb, stream);
   else
@@ -285,7 +286,8 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
   if (index == kVectorizedIndex) return kVectorized;
   const c10::cuda::CUDAGuard guard(A.device());
   const auto [a, b] = operands_for(A, B, index);
-  const ProblemKey key = key_of(a, b);
+  // As the out-of-place ops run it: D freshly allocated, dense.
+  const ProblemKey key = key_of(a, b, shape_of(A, B).n % 4 == 0);
   if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb))) return kGemv;
   const Choice c = choose(key, index, operand_params(a, b, 1.0), c10::cuda::getCurrentCUDAStream());
   std::string copied;

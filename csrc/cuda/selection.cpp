@@ -23,6 +23,13 @@ constexpr double kLaunchNs = 2500.0;       // one kernel launch and its tail
 // Split-K factors tried, and the least K a slice may have (shorter slices are all prologue).
 constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
 constexpr int kMinSlice = 64;
+// An output whose rows are not 16-byte aligned is stored element by element (epilogue.cuh).
+// Tilings that keep 8 warps on an SM hide those stores worse than those with 16: on the H200
+// they lost 0-16% more (geometric mean 7%) at 768x4097x1024, 777x4097x1024 and
+// 1024x50257x768 against the same problems with N a multiple of 4 (docs/performance.md,
+// step 12).
+constexpr double kScalarOutputFewWarps = 0.93;
+constexpr int kWarpsToHideScalarOutput = 16;
 // Autotune times this many of the model's best candidates.
 constexpr int kAutotuneCandidates = 6;
 
@@ -73,11 +80,13 @@ double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const int64_t real_splits = ceil_div(key.k, slice);
   const int64_t blocks = ceil_div(key.m, c.bm) * ceil_div(key.n, c.bn) * key.batch * real_splits;
   const int sms = sm_count(device);
-  const int occ = blocks_per_sm(tiled_kernel(config, key.la, key.lb, key.vec4), device);
+  const TiledKernel kernel = tiled_kernel(config, key.la, key.lb, key.vec4);
+  const int occ = blocks_per_sm(kernel, device);
   const int64_t per_sm = ceil_div(blocks, sms);
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
   const double block_times = double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0);
-  const double eff = c.eff_percent[int(key.la) * 2 + int(key.lb)] / 100.0;
+  double eff = c.eff_percent[int(key.la) * 2 + int(key.lb)] / 100.0;
+  if (!key.out_vec4 && occ * kernel.threads / 32 < kWarpsToHideScalarOutput) eff *= kScalarOutputFewWarps;
   const double compute = block_times * c.bm * c.bn * slice / (kMacsPerNsPerSm * eff);
   const double mn = double(key.batch) * key.m * key.n;
   const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
@@ -140,7 +149,7 @@ bool capturing(cudaStream_t stream) {
 std::string ProblemKey::str() const {
   return "b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
          std::to_string(k) + "_" + (la == Layout::RowMajor ? "r" : "c") +
-         (lb == Layout::RowMajor ? "r" : "c") + (vec4 ? "_v4" : "_v1");
+         (lb == Layout::RowMajor ? "r" : "c") + (vec4 ? "_v4" : "_v1") + (out_vec4 ? "_d4" : "_d1");
 }
 
 Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params, cudaStream_t stream) {

@@ -20,6 +20,7 @@ struct ProblemKey {
   int batch, m, n, k;
   Layout la, lb;
   bool vec4;
+  bool out_vec4;  // D's rows are 16-byte aligned: the epilogue stores 4 floats at a time
   std::string str() const;
 };
 
