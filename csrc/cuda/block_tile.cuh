@@ -110,6 +110,41 @@ __device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const fl
   }
 }
 
+// One K tile's steps, as both kernels' main loops run them (as, bs: the tile's shared
+// A and B). Without kPrefetchFragments each step loads its fragments, then multiplies.
+// With it, step kk multiplies register set kk & 1 while the fragments of step kk + 1 load
+// into the other; before the last step, if there is a next tile, next_tile() makes it
+// readable (stores or copies, then the barrier) and returns its shared A and B, whose
+// first fragments then load behind the last step's FFMAs instead of stalling the next
+// tile's first one. ra[0], rb[0] must hold this tile's first fragments on entry.
+struct SharedTiles {
+  const float* a;
+  const float* b;
+};
+
+template <class S, class NextTile>
+__device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_row, int b_col, bool more,
+                                        NextTile&& next_tile, float (&ra)[2][S::TM], float (&rb)[2][S::TN],
+                                        float (&acc)[S::TM][S::TN]) {
+  static_assert(!S::kPrefetchFragments || S::BK % 2 == 0,
+                "the last step and the next tile's first use different register sets");
+#pragma unroll
+  for (int kk = 0; kk < S::BK; ++kk) {
+    if (!S::kPrefetchFragments) {
+      load_fragments<S>(as, bs, kk, a_row, b_col, ra[0], rb[0]);
+      outer_product<S>(ra[0], rb[0], acc);
+      continue;
+    }
+    if (kk + 1 < S::BK) {
+      load_fragments<S>(as, bs, kk + 1, a_row, b_col, ra[(kk + 1) & 1], rb[(kk + 1) & 1]);
+    } else if (more) {
+      const SharedTiles next = next_tile();
+      load_fragments<S>(next.a, next.b, 0, a_row, b_col, ra[0], rb[0]);
+    }
+    outer_product<S>(ra[kk & 1], rb[kk & 1], acc);
+  }
+}
+
 // D = alpha * acc + beta * C, or the raw partial sums of a K split, four columns at a time.
 template <class S>
 __device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,

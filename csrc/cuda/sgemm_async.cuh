@@ -24,7 +24,7 @@ namespace vecgemm {
 //    tile t, and the stage of tile t - 1 is refilled: kStages - 1 tiles in flight.
 //  - With it, the fragments of step kk + 1 load during step kk's FFMAs (two register
 //    sets), and the barrier sits before the last step of tile t so that the first
-//    fragments of tile t + 1 load behind that step's FFMAs, as in sgemm_tiled.cuh. By
+//    fragments of tile t + 1 load behind that step's FFMAs (k_steps, block_tile.cuh). By
 //    then tile t's stage has been read whole, so it is refilled at once: kStages tiles in
 //    flight.
 template <class S, bool kChecked, class TileA, class TileB>
@@ -49,39 +49,27 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
   for (int t = 0; t < kAhead; ++t) copy_next();
 
   int stage = 0;
+  float ra[2][S::TM], rb[2][S::TN];  // k_steps' register sets
   if constexpr (!S::kPrefetchFragments) {
     for (int t = 0; t < tiles; ++t) {
       cp_async_wait<kAhead - 1>();
       __syncthreads();
       copy_next();
-#pragma unroll
-      for (int kk = 0; kk < S::BK; ++kk) {
-        float ra[S::TM], rb[S::TN];
-        load_fragments<S>(As[stage], Bs[stage], kk, a_row, b_col, ra, rb);
-        outer_product<S>(ra, rb, acc);
-      }
+      k_steps<S>(As[stage], Bs[stage], a_row, b_col, false, [] { return SharedTiles{}; }, ra, rb, acc);
       stage = stage + 1 == S::kStages ? 0 : stage + 1;
     }
   } else {
-    static_assert(S::BK % 2 == 0, "the last step and the next tile's first use different register sets");
-    float ra[2][S::TM], rb[2][S::TN];
     cp_async_wait<kAhead - 1>();
     __syncthreads();
     load_fragments<S>(As[0], Bs[0], 0, a_row, b_col, ra[0], rb[0]);
     for (int t = 0; t < tiles; ++t) {
-#pragma unroll
-      for (int kk = 0; kk < S::BK; ++kk) {
-        if (kk + 1 < S::BK) {
-          load_fragments<S>(As[stage], Bs[stage], kk + 1, a_row, b_col, ra[(kk + 1) & 1], rb[(kk + 1) & 1]);
-        } else if (t + 1 < tiles) {
-          cp_async_wait<kAhead - 2>();
-          __syncthreads();
-          copy_next();  // into `stage`, read whole by every thread before the barrier
-          stage = stage + 1 == S::kStages ? 0 : stage + 1;
-          load_fragments<S>(As[stage], Bs[stage], 0, a_row, b_col, ra[0], rb[0]);
-        }
-        outer_product<S>(ra[kk & 1], rb[kk & 1], acc);
-      }
+      k_steps<S>(As[stage], Bs[stage], a_row, b_col, t + 1 < tiles, [&]() {
+        cp_async_wait<kAhead - 2>();
+        __syncthreads();
+        copy_next();  // into `stage`, read whole by every thread before the barrier
+        stage = stage + 1 == S::kStages ? 0 : stage + 1;
+        return SharedTiles{As[stage], Bs[stage]};
+      }, ra, rb, acc);
     }
   }
   cp_async_wait<0>();  // nothing may still be landing in shared memory when the block exits

@@ -32,8 +32,7 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
   load_a.store(As[0]);
   load_b.store(Bs[0]);
   __syncthreads();
-  // With kPrefetchFragments, step kk computes on set kk & 1 while set (kk + 1) & 1 loads.
-  float ra[2][S::TM], rb[2][S::TN];
+  float ra[2][S::TM], rb[2][S::TN];  // k_steps' register sets
   if (S::kPrefetchFragments) load_fragments<S>(As[0], Bs[0], 0, a_row, b_col, ra[0], rb[0]);
 
   for (int t = 0; t < tiles; ++t) {
@@ -46,26 +45,13 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
       load_a.template load<kChecked>(k_len - (t + 1) * S::BK);
       load_b.template load<kChecked>(k_len - (t + 1) * S::BK);
     }
-#pragma unroll
-    for (int kk = 0; kk < S::BK; ++kk) {
-      if (!S::kPrefetchFragments) {
-        load_fragments<S>(As[cur], Bs[cur], kk, a_row, b_col, ra[0], rb[0]);
-        outer_product<S>(ra[0], rb[0], acc);
-        continue;
-      }
-      if (kk + 1 < S::BK) {
-        load_fragments<S>(As[cur], Bs[cur], kk + 1, a_row, b_col, ra[(kk + 1) & 1], rb[(kk + 1) & 1]);
-      } else if (more) {
-        // The other stage was last read before the previous tile's barrier. Storing and
-        // synchronising before the last step lets the next tile's first fragments load
-        // behind this step's FFMAs instead of stalling the next tile's first one.
-        load_a.store(As[cur ^ 1]);
-        load_b.store(Bs[cur ^ 1]);
-        __syncthreads();
-        load_fragments<S>(As[cur ^ 1], Bs[cur ^ 1], 0, a_row, b_col, ra[0], rb[0]);
-      }
-      outer_product<S>(ra[kk & 1], rb[kk & 1], acc);
-    }
+    // The other stage was last read before the previous tile's barrier.
+    k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
+      load_a.store(As[cur ^ 1]);
+      load_b.store(Bs[cur ^ 1]);
+      __syncthreads();
+      return SharedTiles{As[cur ^ 1], Bs[cur ^ 1]};
+    }, ra, rb, acc);
     if (!S::kPrefetchFragments && more) {
       load_a.store(As[cur ^ 1]);
       load_b.store(Bs[cur ^ 1]);
