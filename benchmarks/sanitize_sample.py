@@ -57,5 +57,6 @@ def main():
     print(f"{launches} checked launches, {failures} wrong")
     return 1 if failures else 0
 
+
 if __name__ == "__main__":
     sys.exit(main())
