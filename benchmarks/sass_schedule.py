@@ -35,6 +35,7 @@ import struct
 import subprocess
 import tempfile
 
+from .ffma_banks import functions
 from .sass_report import cuobjdump
 
 EM_CUDA = 190
@@ -123,18 +124,7 @@ def listing(cubin_bytes):
         run = subprocess.run([cuobjdump(), "-sass", f.name], capture_output=True, text=True)
     if run.returncode != 0:
         return None
-    sass = run.stdout
-    out, name = {}, None
-    for line in sass.splitlines():
-        m = re.search(r"Function : (\S+)", line)
-        if m:
-            name = m.group(1)
-            out[name] = []
-            continue
-        m = re.search(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
-        if m and name:
-            out[name].append((int(m.group(1), 16), m.group(2)))
-    return out
+    return dict(functions(run.stdout))
 
 
 # --- scheduling ------------------------------------------------------------------------------
