@@ -112,11 +112,11 @@ __device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const fl
 
 // One K tile's steps, as both kernels' main loops run them (as, bs: the tile's shared
 // A and B). Without kPrefetchFragments each step loads its fragments, then multiplies.
-// With it, step kk multiplies register set kk & 1 while the fragments of step kk + 1 load
-// into the other; before the last step, if there is a next tile, next_tile() makes it
-// readable (stores or copies, then the barrier) and returns its shared A and B, whose
-// first fragments then load behind the last step's FFMAs instead of stalling the next
-// tile's first one. ra[0], rb[0] must hold this tile's first fragments on entry.
+// With it, ra[0], rb[0] hold this tile's first fragments on entry, and step kk multiplies
+// register set kk & 1 while the fragments of step kk + 1 load into the other; before the
+// last step, if there is a next tile, next_tile() makes it readable (stores or copies,
+// then the barrier) and returns its shared A and B, whose first fragments then load behind
+// the last step's FFMAs instead of stalling the next tile's first one.
 struct SharedTiles {
   const float* a;
   const float* b;
