@@ -75,6 +75,12 @@ def cubins(data):
 # --- instructions ------------------------------------------------------------------------------
 
 class Instr:
+    """One 128-bit instruction (lo, hi: its two little-endian words) and its cuobjdump text.
+    sm_90 FFMA R, R, R, R: opcode 0x223 with guard PT (7) in lo bits 0-15, Rd lo 16-23, Ra
+    lo 24-31, Rb lo 32-39, Rc hi 0-7. Control bits (hi >> 41, as in every architecture since
+    Volta): stall count 0-3, yield 4, scoreboard set on write 5-7 and on read 8-10 (7: none),
+    wait mask 11-16, reuse flags 17-20 (bit s: operand slot s)."""
+
     def __init__(self, addr, text, lo, hi):
         self.addr, self.text, self.lo, self.hi = addr, text, lo, hi
         self.op = re.sub(r"^@!?U?P\w+\s+", "", text).split(None, 1)[0] if text else ""
