@@ -185,16 +185,22 @@ def neighbours(body, head, end, start, step):
     return [straight, around]
 
 
-def outside_bounds(body, head, end, seg):
+def branch_indices(body):
+    """(index of each instruction that a branch jumps to, index of each branch)."""
+    index = {ins.addr: i for i, ins in enumerate(body)}
+    targets = {index[t] for ins in body if (t := ins.branch_target()) is not None and t in index}
+    return targets, {i for i, ins in enumerate(body) if ins.branch_target() is not None}
+
+
+def outside_bounds(body, head, end, seg, targets, branches):
     """Earliest and latest new position of each member, from dependencies outside the
     segment. With an FFMA on a straight path (no join on the way back, no branch on the way
     forward) the distance must stay at least min(original, FFMA_LAT); otherwise, or with any
     other instruction, min(original, T_FAR)."""
     n, first, last = len(seg), seg[0], seg[-1]
     members = set(seg)
-    index = {ins.addr: i for i, ins in enumerate(body)}
-    joins = {index[t] for ins in body if (t := ins.branch_target()) is not None and t in index} - {head}
-    branches = {i for i, ins in enumerate(body) if ins.branch_target() is not None} - {end}
+    joins = targets - {head}
+    branches = branches - {end}
     early, late = {}, {}
     for k, i in enumerate(seg):
         ins = body[i]
@@ -224,9 +230,8 @@ def outside_bounds(body, head, end, seg):
     return early, late
 
 
-def branch_guard(body, head, end):
+def branch_guard(body, head, end, index):
     """Indices near a branch that jumps more than BRANCH_SPAN within the loop (left alone)."""
-    index = {ins.addr: i for i, ins in enumerate(body)}
     bad = set()
     for i in range(head, end):
         t = body[i].branch_target()
@@ -247,7 +252,6 @@ def schedule(body, seg, early, late, strategy, beam=16, cache0=None):
     banks = 4 if strategy == "min4" else 2
     sign = -1 if strategy == "max2" else 1
     n = len(seg)
-    local = {i: k for k, i in enumerate(seg)}
     deps = [[] for _ in range(n)]  # (pred, min distance) in segment positions
     for x in range(n):
         for y in range(x + 1, n):
@@ -350,10 +354,12 @@ def simulate(body, seg, cache, banks=2):
 def patch_function(body, strategy, stats, beam=16):
     """{index: (lo, hi)} for the instructions rewritten in the function's loops."""
     changes = {}
+    index = {ins.addr: i for i, ins in enumerate(body)}
+    targets, branches = branch_indices(body)
     for head, end in loops(body):
         if sum(body[i].ffma for i in range(head, end + 1)) < 64:
             continue
-        guard = branch_guard(body, head, end)
+        guard = branch_guard(body, head, end, index)
         for run in runs(body, head, end):
             members = [i for seg in run for i in seg]
             if guard & set(members):
@@ -366,7 +372,7 @@ def patch_function(body, strategy, stats, beam=16):
                     order += [(i, False) for i in seg]
                     cache = simulate(body, seg, cache)
                     continue
-                early, late = outside_bounds(body, head, end, seg)
+                early, late = outside_bounds(body, head, end, seg, targets, branches)
                 new, cache = schedule(body, seg, early, late, strategy, beam, cache)
                 order += new
                 stats["segments"] += 1
@@ -396,6 +402,8 @@ def main():
     data = bytearray(open(args.path, "rb").read())
     stats = {"functions": 0, "segments": 0, "ffma": 0, "guarded": 0}
     for pos, size, sections in cubins(bytes(data)):
+        if not any(name.startswith(".text.") and re.search(args.function, name[6:]) for name in sections):
+            continue  # disassembling is most of the run time
         funcs = listing(bytes(data[pos : pos + size]))
         if funcs is None:
             print(f"cubin at {pos:#x} ({size} bytes): cuobjdump cannot read it, left alone")
