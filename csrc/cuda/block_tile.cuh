@@ -57,16 +57,22 @@ struct BlockTile {
   }
 };
 
+// 0.0f and 1.0f, as values the compiler cannot see through (threadIdx.x < 1024).
+__device__ __forceinline__ float opaque_zero() { return __int_as_float(threadIdx.x >> 10); }
+__device__ __forceinline__ float opaque_one() { return __int_as_float(0x3f800000u | (threadIdx.x >> 10)); }
+
 template <class S>
 __device__ __forceinline__ void zero(float (&acc)[S::TM][S::TN]) {
+  // A literal zero becomes 64-bit CS2R zeroing of register pairs (TileShape::kSteerBanks).
+  const float z = S::kSteerBanks ? opaque_zero() : 0.0f;
 #pragma unroll
   for (int i = 0; i < S::TM; ++i)
 #pragma unroll
-    for (int j = 0; j < S::TN; ++j) acc[i][j] = 0.0f;
+    for (int j = 0; j < S::TN; ++j) acc[i][j] = z;
 }
 
 // One K step's fragments from a shared tile stored [BK][BM + pad] (A) and [BK][BN + pad]
-// (B): each 4-wide fragment row is one LDS.128.
+// (B): each 4-wide fragment row is one LDS.128 (B's swapped in pairs with kSteerBanks).
 template <class S>
 __device__ __forceinline__ void load_fragments(const float* as, const float* bs, int kk, int a_row, int b_col,
                                                float (&ra)[S::TM], float (&rb)[S::TN]) {
@@ -78,7 +84,11 @@ __device__ __forceinline__ void load_fragments(const float* as, const float* bs,
 #pragma unroll
   for (int f = 0; f < S::kFragsN; ++f) {
     const float4 v = *reinterpret_cast<const float4*>(&bs[kk * S::kBsStride + b_col + f * S::kLanesN * 4]);
-    rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
+    if (S::kSteerBanks) {
+      rb[f * 4 + 0] = v.y; rb[f * 4 + 1] = v.x; rb[f * 4 + 2] = v.w; rb[f * 4 + 3] = v.z;
+    } else {
+      rb[f * 4 + 0] = v.x; rb[f * 4 + 1] = v.y; rb[f * 4 + 2] = v.z; rb[f * 4 + 3] = v.w;
+    }
   }
 }
 
@@ -149,6 +159,9 @@ __device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_
 template <class S>
 __device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,
                                                    const float (&acc)[S::TM][S::TN]) {
+  // Partial sums leave through 128-bit stores; scaled by an opaque 1 they are copies, so the
+  // stores do not need the accumulators themselves in aligned quads (TileShape::kSteerBanks).
+  const float one = S::kSteerBanks ? opaque_one() : 1.0f;
 #pragma unroll
   for (int fm = 0; fm < S::kFragsM; ++fm)
 #pragma unroll
@@ -159,10 +172,12 @@ __device__ __forceinline__ void store_accumulators(const GemmParams& p, const Bl
         const int col = blk.n0 + blk.b_col + fn * S::kLanesN * 4;
         const float v[4] = {acc[fm * 4 + i][fn * 4 + 0], acc[fm * 4 + i][fn * 4 + 1],
                             acc[fm * 4 + i][fn * 4 + 2], acc[fm * 4 + i][fn * 4 + 3]};
-        if (p.k_splits == 1)
+        if (p.k_splits == 1) {
           store_output4(p, blk.batch, row, col, v);
-        else
-          store_partial4(p, blk.split, blk.batch, row, col, v);
+        } else {
+          const float w[4] = {one * v[0], one * v[1], one * v[2], one * v[3]};
+          store_partial4(p, blk.split, blk.batch, row, col, w);
+        }
       }
     }
 }

@@ -64,7 +64,7 @@ template <class S, Layout LA, Layout LB, int VEC>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const GemmParams p) {
   // Row-major A and column-major B are K-contiguous: their loader transposes.
   using LoaderA = TileLoader<S::BM, S::BK, S::kThreads, VEC, LA == Layout::RowMajor, S::kAsStride>;
-  using LoaderB = TileLoader<S::BN, S::BK, S::kThreads, VEC, LB == Layout::ColMajor, S::kBsStride>;
+  using LoaderB = TileLoader<S::BN, S::BK, S::kThreads, VEC, LB == Layout::ColMajor, S::kBsStride, S::kSteerBanks>;
 
   __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
   __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];

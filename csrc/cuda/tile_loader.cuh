@@ -10,6 +10,8 @@
 // In edge tiles every element is bounds-checked against the rows and K left in the
 // problem and zero-filled outside it, so it contributes nothing; interior tiles load
 // without checks (load<false>).
+//
+// kSwapPairs: element x of a shared row is stored at x ^ 1 (TileShape::kSteerBanks says why).
 #pragma once
 #include <cstdint>
 
@@ -38,7 +40,7 @@ struct VecLoad<1> {
 
 // BX: the tile's extent along M (for A) or N (for B). VEC: floats per global load, set by
 // the alignment of the operand's pointer and leading dimension (4 when 16-byte aligned).
-template <int BX, int BK, int kThreads, int VEC, bool kKContiguous, int kSmemStride>
+template <int BX, int BK, int kThreads, int VEC, bool kKContiguous, int kSmemStride, bool kSwapPairs = false>
 struct TileLoader {
   static_assert(VEC == 1 || VEC == 2 || VEC == 4, "vector width");
   static_assert(kSmemStride % 4 == 0, "shared rows stay 16-byte aligned");
@@ -114,13 +116,14 @@ struct TileLoader {
         // The transpose: VEC consecutive K values go to VEC shared rows. Scalar stores
         // are the only option; the row padding keeps a warp's stores in distinct banks.
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) smem[(kk + j) * kSmemStride + x] = regs[i][j];
+        for (int j = 0; j < VEC; ++j) smem[(kk + j) * kSmemStride + (x ^ int(kSwapPairs))] = regs[i][j];
       } else if (VEC == 4) {
         *reinterpret_cast<float4*>(&smem[kk * kSmemStride + x]) =
-            make_float4(regs[i][0], regs[i][1], regs[i][2], regs[i][3]);
+            kSwapPairs ? make_float4(regs[i][1], regs[i][0], regs[i][3], regs[i][2])
+                       : make_float4(regs[i][0], regs[i][1], regs[i][2], regs[i][3]);
       } else {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) smem[kk * kSmemStride + x + j] = regs[i][j];
+        for (int j = 0; j < VEC; ++j) smem[kk * kSmemStride + ((x + j) ^ int(kSwapPairs))] = regs[i][j];
       }
     }
   }

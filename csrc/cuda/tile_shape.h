@@ -7,7 +7,8 @@
 
 namespace vecgemm {
 
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MINB_, bool PREFETCH_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MINB_, bool PREFETCH_,
+          bool STEER_ = false>
 struct TileShape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;
   static constexpr int WM = WM_, WN = WN_, TM = TM_, TN = TN_;
@@ -16,6 +17,14 @@ struct TileShape {
   // the next tile's first fragments right after its barrier, before the tile's last FFMAs
   // (two register sets of fragments); otherwise each step loads its own fragments first.
   static constexpr bool kPrefetchFragments = PREFETCH_;
+  // Register banks steered for the FFMAs (docs/performance.md, step 15). An LDS.128 puts
+  // b[j] in a register of parity j, and ptxas gives acc[i][j] parity j too, so an FFMA that
+  // takes a[i] from the reuse cache reads two registers of one bank. With this, B's shared
+  // tile holds column x at x ^ 1 (b[j] lands in the other bank), and the accumulators are
+  // zeroed from a value ptxas cannot see through and written to split-K partials through
+  // copies (zero, store_accumulators), so that no 64-bit zeroing or 128-bit store ties
+  // them to aligned register pairs or quads.
+  static constexpr bool kSteerBanks = STEER_;
 
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = kWarpsM * kWarpsN * 32;
