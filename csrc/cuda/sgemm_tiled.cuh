@@ -22,7 +22,7 @@ namespace vecgemm {
 
 // The K loop over one block's tiles: two shared-memory stages, the next tile's global
 // loads in flight (in registers) while the current one is multiplied, one barrier a tile.
-template <class S, bool kChecked, class LoaderA, class LoaderB>
+template <class S, bool kChecked, bool kPinLoads, class LoaderA, class LoaderB>
 __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float (*As)[S::BK * S::kAsStride],
                                          float (*Bs)[S::BK * S::kBsStride], int k_len, int a_row, int b_col,
                                          float (&acc)[S::TM][S::TN]) {
@@ -44,6 +44,12 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
       load_b.advance();
       load_a.template load<kChecked>(k_len - (t + 1) * S::BK);
       load_b.template load<kChecked>(k_len - (t + 1) * S::BK);
+      // Left alone, ptxas sinks the loads toward their stores at the tile's end (it frees the
+      // staging registers; their latency then shows as long-scoreboard stalls). Memory
+      // accesses do not move across a warp barrier, a NOP here. Whether holding them here
+      // pays depends on what ptxas then does with the rest of the loop: measured per tiling
+      // and storage order (TileShape::kPinLoadsMask, docs/performance.md step 15).
+      if (kPinLoads) __syncwarp();
     }
     // The other stage was last read before the previous tile's barrier.
     k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
@@ -75,12 +81,13 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
 
   float acc[S::TM][S::TN];
   zero<S>(acc);
+  constexpr bool kPin = (S::kPinLoadsMask >> (int(LA) * 2 + int(LB))) & 1;
   // Interior blocks, nearly all of a large problem, take a copy of the main loop whose loads
   // carry no bounds checks; edge blocks take the checked copy.
   if (blk.unchecked(p))
-    mainloop<S, false>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
+    mainloop<S, false, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   else
-    mainloop<S, true>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
+    mainloop<S, true, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   store_accumulators(p, blk, acc);
 }
 

@@ -17,7 +17,8 @@ namespace {
 template <int I>
 using ShapeOf = TileShape<kTileConfigs[I].bm, kTileConfigs[I].bn, kTileConfigs[I].bk, kTileConfigs[I].wm,
                           kTileConfigs[I].wn, kTileConfigs[I].tm, kTileConfigs[I].tn,
-                          kTileConfigs[I].min_blocks, kTileConfigs[I].prefetch, kTileConfigs[I].steer>;
+                          kTileConfigs[I].min_blocks, kTileConfigs[I].prefetch, kTileConfigs[I].steer,
+                          kTileConfigs[I].pin_loads>;
 
 // The kernel function of row I with loads VEC floats wide.
 template <int I, int VEC>

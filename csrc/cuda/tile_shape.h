@@ -8,7 +8,7 @@
 namespace vecgemm {
 
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MINB_, bool PREFETCH_,
-          bool STEER_ = false>
+          bool STEER_ = false, int PIN_ = 0>
 struct TileShape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;
   static constexpr int WM = WM_, WN = WN_, TM = TM_, TN = TN_;
@@ -25,6 +25,10 @@ struct TileShape {
   // copies (zero, store_accumulators), so that no 64-bit zeroing or 128-bit store ties
   // them to aligned register pairs or quads.
   static constexpr bool kSteerBanks = STEER_;
+  // The register-staged kernel's next-tile loads held at the start of the tile (mainloop,
+  // sgemm_tiled.cuh), per storage order: bit LA * 2 + LB (Layout values, so rr = 1, rc = 2,
+  // cr = 4, cc = 8).
+  static constexpr int kPinLoadsMask = PIN_;
 
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = kWarpsM * kWarpsN * 32;
