@@ -121,6 +121,10 @@ class Instr:
     def writes(self):
         return {self.d} if self.ffma else self.regs
 
+    def conflicts(self, other):
+        """Whether the two must keep their order: one writes what the other reads or writes."""
+        return bool(self.writes() & (other.reads() | other.writes()) or self.reads() & other.writes())
+
 
 def listing(cubin_bytes):
     """{function: [(address, text)]} from cuobjdump."""
@@ -211,7 +215,7 @@ def outside_bounds(body, head, end, seg, targets, branches):
                 if j in members:
                     break
                 o = body[j]
-                if (o.writes() & ins.reads()) or (o.writes() & ins.writes()) or (o.reads() & ins.writes()):
+                if o.conflicts(ins):
                     cap = FFMA_LAT if o.ffma and not crossed else T_FAR
                     lo = max(lo, min(dist + k, cap) - dist)  # dist + k' >= min(orig, cap)
                 crossed = crossed or j in joins
@@ -221,7 +225,7 @@ def outside_bounds(body, head, end, seg, targets, branches):
                 if j in members:
                     break
                 o = body[j]
-                if (ins.writes() & o.reads()) or (ins.writes() & o.writes()) or (ins.reads() & o.writes()):
+                if ins.conflicts(o):
                     cap = FFMA_LAT if o.ffma and not crossed else T_FAR
                     orig = dist + (n - 1 - k)
                     hi = min(hi, n - 1 - (min(orig, cap) - dist))  # dist + n-1-k' >= min(orig, cap)
