@@ -39,16 +39,21 @@ def cuobjdump():
 
 
 def demangle_short(name):
-    shape = r"TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)EE"
+    shape = r"TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)ELb(\d)ELi(\d+)EE"
+
+    def tiling(bm, bn, bk, wm, wn, tm, tn, minb, pf, steer, pin):
+        return (f"{bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb}{' prefetch' if pf == '1' else ''}"
+                f"{' steer' if steer == '1' else ''}{f' pin{pin}' if pin != '0' else ''}")
+
     m = re.search(r"sgemm_tiledINS_9" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
     if m:
-        bm, bn, bk, wm, wn, tm, tn, minb, pf, la, lb, vec = m.groups()
-        return (f"tiled {bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb}{' prefetch' if pf == '1' else ''} "
-                f"{'rc'[int(la)]}{'rc'[int(lb)]} vec{vec}")
-    m = re.search(r"sgemm_asyncINS_10AsyncShapeINS_9" + shape + r"ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)E", name)
-    if m:
-        bm, bn, bk, wm, wn, tm, tn, minb, _, stages, la, lb = m.groups()
-        return f"async {bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb} stages{stages} {'rc'[int(la)]}{'rc'[int(lb)]}"
+        *shape_args, la, lb, vec = m.groups()
+        return f"tiled {tiling(*shape_args)} {'rc'[int(la)]}{'rc'[int(lb)]} vec{vec}"
+    for kernel, wrapper, label in (("sgemm_async", "10AsyncShape", "async"), ("sgemm_ws", "13ProducerShape", "ws")):
+        m = re.search(kernel + r"INS_" + wrapper + r"INS_9" + shape + r"ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)E", name)
+        if m:
+            *shape_args, stages, la, lb = m.groups()
+            return f"{label} {tiling(*shape_args)} stages{stages} {'rc'[int(la)]}{'rc'[int(lb)]}"
     if "sgemm_vectorized" in name:
         return "vectorized (seed)"
     if "splitk_reduce" in name:
