@@ -85,7 +85,7 @@ double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const int64_t per_sm = ceil_div(blocks, sms);
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
   const double block_times = double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0);
-  double eff = c.eff_percent[int(key.la) * 2 + int(key.lb)] / 100.0;
+  double eff = c.eff_percent[order_index(key.la, key.lb)] / 100.0;
   if (!key.out_vec4 && occ * kernel.threads / 32 < kWarpsToHideScalarOutput) eff *= kScalarOutputFewWarps;
   const double compute = block_times * c.bm * c.bn * slice / (kMacsPerNsPerSm * eff);
   const double mn = double(key.batch) * key.m * key.n;

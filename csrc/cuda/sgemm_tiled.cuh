@@ -15,6 +15,7 @@
 
 #include "../gemm_params.h"
 #include "block_tile.cuh"
+#include "tile_configs.h"
 #include "tile_loader.cuh"
 #include "tile_shape.h"
 
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
 
   float acc[S::TM][S::TN];
   zero<S>(acc);
-  constexpr bool kPin = (S::kPinLoadsMask >> (int(LA) * 2 + int(LB))) & 1;
+  constexpr bool kPin = (S::kPinLoadsMask >> order_index(LA, LB)) & 1;
   // Interior blocks, nearly all of a large problem, take a copy of the main loop whose loads
   // carry no bounds checks; edge blocks take the checked copy.
   if (blk.unchecked(p))

@@ -3,11 +3,17 @@
 // selectable by its name; selection.cpp chooses among them per problem. To add a tiling,
 // add a row.
 #pragma once
+#include "../gemm_params.h"
 
 namespace vecgemm {
 
-// Storage orders, as bits of TileConfigRow::pin_loads (bit LA * 2 + LB, Layout values).
-inline constexpr int kRR = 1, kRC = 2, kCR = 4, kCC = 8;
+// The storage orders of A and B as one index, 0-3 for rr, rc, cr, cc (r: row-major): it
+// indexes TileConfigRow::eff_percent and numbers the bits of pin_loads.
+constexpr int order_index(Layout la, Layout lb) { return int(la) * 2 + int(lb); }
+inline constexpr int kRR = 1 << order_index(Layout::RowMajor, Layout::RowMajor);
+inline constexpr int kRC = 1 << order_index(Layout::RowMajor, Layout::ColMajor);
+inline constexpr int kCR = 1 << order_index(Layout::ColMajor, Layout::RowMajor);
+inline constexpr int kCC = 1 << order_index(Layout::ColMajor, Layout::ColMajor);
 
 struct TileConfigRow {
   const char* name;

@@ -26,8 +26,7 @@ struct TileShape {
   // them to aligned register pairs or quads.
   static constexpr bool kSteerBanks = STEER_;
   // The register-staged kernel's next-tile loads held at the start of the tile (mainloop,
-  // sgemm_tiled.cuh), per storage order: bit LA * 2 + LB (Layout values, so rr = 1, rc = 2,
-  // cr = 4, cc = 8).
+  // sgemm_tiled.cuh), per storage order: bit order_index(LA, LB) (tile_configs.h: kRR ...).
   static constexpr int kPinLoadsMask = PIN_;
 
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
