@@ -30,6 +30,10 @@ constexpr int kMinSlice = 64;
 // step 12).
 constexpr double kScalarOutputFewWarps = 0.93;
 constexpr int kWarpsToHideScalarOutput = 16;
+// Blocks whose K range is not whole K tiles run the bounds-checked main loop, which costs
+// 1.06-1.23x the unchecked one depending on the tiling (benchmarks/edge_overhead.py,
+// docs/performance.md steps 2 and 15).
+constexpr double kCheckedLoop = 1.15;
 // Autotune times this many of the model's best candidates.
 constexpr int kAutotuneCandidates = 6;
 
@@ -86,6 +90,9 @@ double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
   const double block_times = double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0);
   double eff = c.eff_percent[order_index(key.la, key.lb)] / 100.0;
+  // The last slice (the only one, unsplit) may end inside a K tile: its blocks run checked.
+  const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
+  if (last_slice % c.bk != 0) eff /= 1.0 + (kCheckedLoop - 1.0) / double(real_splits);
   if (!key.out_vec4 && occ * kernel.threads / 32 < kWarpsToHideScalarOutput) eff *= kScalarOutputFewWarps;
   const double compute = block_times * c.bm * c.bn * slice / (kMacsPerNsPerSm * eff);
   const double mn = double(key.batch) * key.m * key.n;
