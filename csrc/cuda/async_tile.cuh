@@ -36,7 +36,10 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // One operand's tiles, for one thread: which elements it copies and where they go.
 // BX: the tile's extent along M (A) or N (B); kStride: floats per shared row (BX + pad).
-template <int BX, int BK, int kThreads, bool kKContiguous, int kStride>
+// The copies are spread over the kThreads threads from kFirstThread on: the whole block, or
+// the producer warpgroup of benchmarks/experiments/warp_specialized (docs/performance.md,
+// step 16).
+template <int BX, int BK, int kThreads, bool kKContiguous, int kStride, int kFirstThread = 0>
 struct AsyncTile {
   static constexpr int kFloats = BK * kStride;
   // A copy moves one element (K-contiguous) or a 4-float chunk along X.
@@ -61,9 +64,11 @@ struct AsyncTile {
   __device__ __forceinline__ AsyncTile(const float* panel, int64_t ld_, int x_left_)
       : src(panel), ld(ld_), step(kKContiguous ? BK : BK * ld_), x_left(x_left_) {}
 
+  __device__ __forceinline__ static unsigned tid() { return threadIdx.x - kFirstThread; }
+
   // Tile coordinates of the thread's i-th copy.
   __device__ __forceinline__ static void coords(int i, int& x, int& k) {
-    const int v = i * kThreads + threadIdx.x;
+    const int v = i * kThreads + tid();
     if (kKContiguous) {
       x = (v / kKRun) % BX;
       k = (v / kKRun / BX) * kKRun + v % kKRun;
@@ -76,11 +81,12 @@ struct AsyncTile {
   // Issues the copies of the current K tile into `tile`; k_left: K left in the problem from
   // the tile's start. kChecked: what lies outside the problem reads as zero; without it the
   // caller guarantees the whole tile is inside.
-  template <bool kChecked>
+  // kUnroll: copies unrolled per loop iteration (all of them, unless registers are scarce).
+  template <bool kChecked, int kUnroll = kIters>
   __device__ __forceinline__ void copy(float* tile, int k_left) const {
-#pragma unroll
+#pragma unroll kUnroll
     for (int i = 0; i < kIters; ++i) {
-      if (kPartial && i * kThreads + int(threadIdx.x) >= kCopies) continue;
+      if (kPartial && i * kThreads + int(tid()) >= kCopies) continue;
       int x, k;
       coords(i, x, k);
       const float* p = kKContiguous ? src + x * ld + k : src + k * ld + x;
