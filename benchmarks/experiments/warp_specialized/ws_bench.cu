@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
       {"ws256 pw4 u18 p56 rr", 0, 0, WSX(W256, R, R, 4, 18, 56)},
       {"ws256 pw4 u18 p72 rr", 0, 0, WSX(W256, R, R, 4, 18, 72)},
       {"ws256 NOCOPY rr", 0, 0, WS(W256, R, R, 4, 1)},
+      {"ws256 NOCOPY pw1 rr", 0, 0, WS(W256, R, R, 1, 1)},
       {"ws128 pw1 u1 p24 rr", 0, 0, WSX(W128, R, R, 1, 1, 24)},
       {"ws128 s5 pw1 u1 p24 rr", 0, 0, WSX(W128s5, R, R, 1, 1, 24)},
       {"ws128 pw4 u1 p24 rr", 0, 0, WSX(W128, R, R, 4, 1, 24)},
