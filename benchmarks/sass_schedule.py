@@ -196,6 +196,20 @@ def branch_indices(body):
     return targets, {i for i, ins in enumerate(body) if ins.branch_target() is not None}
 
 
+def outside_walk(body, head, end, start, step, members, crossed_at_start, barriers):
+    """(distance, instruction, whether a barrier lies between) for each instruction outside
+    the segment on the paths from `start` walking `step`, up to the segment itself."""
+    out = []
+    for path in neighbours(body, head, end, start, step):
+        crossed = crossed_at_start
+        for dist, j in enumerate(path, start=1):
+            if j in members:
+                break
+            out.append((dist, body[j], crossed))
+            crossed = crossed or j in barriers
+    return out
+
+
 def outside_bounds(body, head, end, seg, targets, branches):
     """Earliest and latest new position of each member, from dependencies outside the
     segment. With an FFMA on a straight path (no join on the way back, no branch on the way
@@ -204,32 +218,21 @@ def outside_bounds(body, head, end, seg, targets, branches):
     n, first, last = len(seg), seg[0], seg[-1]
     members = set(seg)
     joins = targets - {head}
-    branches = branches - {end}
+    before = outside_walk(body, head, end, first, -1, members, first in joins, joins)
+    after = outside_walk(body, head, end, last, +1, members, False, branches - {end})
     early, late = {}, {}
     for k, i in enumerate(seg):
         ins = body[i]
         lo, hi = 0, n - 1
-        for path in neighbours(body, head, end, first, -1):
-            crossed = first in joins
-            for dist, j in enumerate(path, start=1):
-                if j in members:
-                    break
-                o = body[j]
-                if o.conflicts(ins):
-                    cap = FFMA_LAT if o.ffma and not crossed else T_FAR
-                    lo = max(lo, min(dist + k, cap) - dist)  # dist + k' >= min(orig, cap)
-                crossed = crossed or j in joins
-        for path in neighbours(body, head, end, last, +1):
-            crossed = False
-            for dist, j in enumerate(path, start=1):
-                if j in members:
-                    break
-                o = body[j]
-                if ins.conflicts(o):
-                    cap = FFMA_LAT if o.ffma and not crossed else T_FAR
-                    orig = dist + (n - 1 - k)
-                    hi = min(hi, n - 1 - (min(orig, cap) - dist))  # dist + n-1-k' >= min(orig, cap)
-                crossed = crossed or j in branches
+        for dist, o, crossed in before:
+            if o.conflicts(ins):
+                cap = FFMA_LAT if o.ffma and not crossed else T_FAR
+                lo = max(lo, min(dist + k, cap) - dist)  # dist + k' >= min(orig, cap)
+        for dist, o, crossed in after:
+            if ins.conflicts(o):
+                cap = FFMA_LAT if o.ffma and not crossed else T_FAR
+                orig = dist + (n - 1 - k)
+                hi = min(hi, n - 1 - (min(orig, cap) - dist))  # dist + n-1-k' >= min(orig, cap)
         early[i], late[i] = lo, hi
     return early, late
 
