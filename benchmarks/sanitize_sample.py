@@ -6,6 +6,7 @@ reference here too, so a clean sanitizer run is also a correct one.
 """
 from __future__ import annotations
 
+import re
 import sys
 
 import torch
@@ -45,11 +46,17 @@ def main():
             out = torch.ops.vecgemm.sgemm(A, B, C, 1.0, 1.0, variant)
             check(f"{variant} {m}x{n}x{k} {layout} {storage}", out, A.double() @ B.double() + C.double())
     # Large enough for auto to copy both operands into padded storage (odd K): the copy
-    # kernel's reads and writes, with zero columns (rc) and zero rows (cr).
-    for layout in ("rc", "cr"):
+    # kernels' reads and writes, with zero columns and zero rows, and the transposing copy
+    # wherever the model moves an operand into the other storage order (free here: both are
+    # copied anyway).
+    reordered = 0
+    for layout in ("rr", "rc", "cr", "cc"):
         A, B = operand(1024, 1023, layout[0], "dense"), operand(1023, 1040, layout[1], "dense")
-        assert torch_vecgemm.selected_kernel(A, B).endswith("padded copy of A B")
-        check(f"auto 1024x1040x1023 {layout} padded copies", torch.ops.vecgemm.sgemm(A, B), A.double() @ B.double())
+        described = torch_vecgemm.selected_kernel(A, B)
+        assert re.search(r", copy of A( \(\w+-major\))? B( \(\w+-major\))?$", described), described
+        reordered += "-major" in described
+        check(f"auto 1024x1040x1023 {layout} copies ({described})", torch.ops.vecgemm.sgemm(A, B), A.double() @ B.double())
+    assert reordered > 0, "no layout took the transposing copy"
     # The seed's kernel only takes full tiles.
     A, B, C = torch.randn(128, 16, device="cuda"), torch.randn(16, 256, device="cuda"), torch.randn(128, 256, device="cuda")
     torch.ops.vecgemm.sgemm_(C, A, B, 1.0, 1.0, "vectorized")

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "../problem.h"
 #include "../reference.h"
@@ -113,50 +115,76 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
 // operand(s) into padded storage costs less: it moves 8 bytes per element (~2.3 ps each at
 // the H200's bandwidth) and saves ~9 fs or more per multiply-add, so it pays when the
 // operand is reused across more than ~250 columns (A) or rows (B) and the product is large
-// enough to cover the extra launches (docs/performance.md, step 6).
+// enough to cover the extra launches (docs/performance.md, step 6). The storage orders run
+// at different speeds too (A column-major and B row-major fastest, tile_configs.h), so a copy
+// may also change an operand's order, and an operand may be copied for its order alone,
+// where the cost model says the faster kernel pays for the copy (step 17).
 constexpr int64_t kCopyMinReuse = 256;
 constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
 // K is padded to a multiple of every tiling's BK.
 constexpr int64_t kKPadding = 16;
 
-// The same values in storage of the same order, rows starting 16-byte aligned, with the
-// K dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu).
-at::Tensor padded_copy(const at::Tensor& t, int k_dim, int64_t k_padded) {
+// The same values in storage of the given order, rows starting 16-byte aligned, with the K
+// dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu,
+// or transpose_copy.cu when the order changes).
+at::Tensor padded_copy(const at::Tensor& t, int k_dim, int64_t k_padded, Layout order) {
   if (t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0) {  // keep a broadcast batch broadcast
-    const at::Tensor one = padded_copy(t.select(0, 0), k_dim, k_padded);
+    const at::Tensor one = padded_copy(t.select(0, 0), k_dim, k_padded, order);
     return one.unsqueeze(0).expand({t.size(0), one.size(0), one.size(1)});
   }
-  // As a view whose last dimension is the contiguous one.
-  const bool row_major = storage_of(t)->layout == Layout::RowMajor;
-  const at::Tensor rows = row_major ? t : t.transpose(-1, -2);
-  const int k_in_rows = row_major ? k_dim : -3 - k_dim;  // -1 <-> -2
-  std::vector<int64_t> sizes = rows.sizes().vec();
-  sizes[sizes.size() + k_in_rows] = k_padded;
+  // Source and copy as views whose last dimension is the contiguous one.
+  const bool src_row_major = storage_of(t)->layout == Layout::RowMajor;
+  const bool dst_row_major = order == Layout::RowMajor;
+  const at::Tensor rows = src_row_major ? t : t.transpose(-1, -2);
+  std::vector<int64_t> sizes = t.sizes().vec();  // the copy's, in t's (logical) terms
+  sizes[sizes.size() + k_dim] = k_padded;
+  if (!dst_row_major) std::swap(sizes[sizes.size() - 1], sizes[sizes.size() - 2]);
   const int64_t width = sizes.back();
   sizes.back() = (width + 3) / 4 * 4;
   TORCH_CHECK(sizes.back() <= std::numeric_limits<int>::max(), "vecgemm: padded operand too large");
   const at::Tensor copy = at::empty(sizes, t.options());
   const bool batched = rows.dim() == 3;
-  launch_pad_copy(PadCopy{rows.data_ptr<float>(), rows.stride(-2), batched ? rows.stride(0) : 0,
-                          int(rows.size(-2)), int(rows.size(-1)), copy.data_ptr<float>(),
-                          int(copy.size(-2)), int(copy.size(-1)), batched ? int(rows.size(0)) : 1},
-                  c10::cuda::getCurrentCUDAStream());
+  const PadCopy c{rows.data_ptr<float>(), rows.stride(-2), batched ? rows.stride(0) : 0,
+                  int(rows.size(-2)), int(rows.size(-1)), copy.data_ptr<float>(),
+                  int(copy.size(-2)), int(copy.size(-1)), batched ? int(rows.size(0)) : 1};
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (src_row_major == dst_row_major)
+    launch_pad_copy(c, stream);
+  else
+    launch_transpose_copy(c, stream);
   const at::Tensor view = copy.narrow(-1, 0, width);
-  return row_major ? view : view.transpose(-1, -2);
+  return dst_row_major ? view : view.transpose(-1, -2);
 }
 
-// The operands the auto variant multiplies: A and B themselves, or padded copies where that
-// is cheaper than the slow paths above. A variant asked for by name gets them as they are.
-std::pair<at::Tensor, at::Tensor> operands_for(const at::Tensor& A, const at::Tensor& B, int variant) {
+// The operands the auto variant multiplies: A and B themselves, or copies where the cost
+// model says they pay (above). A variant asked for by name gets them as they are.
+std::pair<at::Tensor, at::Tensor> operands_for(const at::Tensor& A, const at::Tensor& B, int variant, bool out_vec4) {
   if (variant >= 0) return {A, B};
   const GemmShape s = shape_of(A, B);
   if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse) return {A, B};
-  if (s.k % kKPadding != 0) {
-    const int64_t k = (s.k + kKPadding - 1) / kKPadding * kKPadding;
-    return {padded_copy(A, -1, k), padded_copy(B, -2, k)};
-  }
+  const Layout la = storage_of(A)->layout, lb = storage_of(B)->layout;
   const bool a_ok = vec4_ok(A, *storage_of(A)), b_ok = vec4_ok(B, *storage_of(B));
-  return {a_ok ? A : padded_copy(A, -1, s.k), b_ok ? B : padded_copy(B, -2, s.k)};
+  const int64_t k = (s.k + kKPadding - 1) / kKPadding * kKPadding;
+  // Operands that are copied whatever their order: both when K needs padding, else the
+  // misaligned ones. A broadcast operand is copied once.
+  const bool pad_k = k != s.k, must_a = pad_k || !a_ok, must_b = pad_k || !b_ok;
+  const int64_t a_elements = (A.dim() == 3 && A.stride(0) != 0 ? s.batch : 1) * s.m * k;
+  const int64_t b_elements = (B.dim() == 3 && B.stride(0) != 0 ? s.batch : 1) * k * s.n;
+  double best_ns = INFINITY;
+  Layout best_a = la, best_b = lb;
+  // The operands' own orders first: a copy for its order alone must be predicted faster.
+  for (const Layout oa : {la, la == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor}) {
+    for (const Layout ob : {lb, lb == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor}) {
+      const bool copy_a = must_a || oa != la, copy_b = must_b || ob != lb;
+      // (k == s.k unless both are copied.)
+      const ProblemKey key{int(s.batch), int(s.m), int(s.n), int(k), oa, ob, (copy_a || a_ok) && (copy_b || b_ok),
+                           out_vec4};
+      const double ns = model_best_ns(key) + (copy_a ? copy_ns(a_elements) : 0.0) + (copy_b ? copy_ns(b_elements) : 0.0);
+      if (ns < best_ns) best_ns = ns, best_a = oa, best_b = ob;
+    }
+  }
+  const bool copy_a = must_a || best_a != la, copy_b = must_b || best_b != lb;
+  return {copy_a ? padded_copy(A, -1, k, best_a) : A, copy_b ? padded_copy(B, -2, k, best_b) : B};
 }
 
 // ---- launching ---------------------------------------------------------------------------
@@ -203,12 +231,13 @@ void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
   const c10::cuda::CUDAGuard guard(A.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   const int index = *variant_index(variant);
-  const auto [a, b] = operands_for(A, B, index);
+  const bool d_vec4 = aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
+  const auto [a, b] = operands_for(A, B, index, d_vec4);
   GemmParams p = operand_params(a, b, alpha);
   p.d = D.data_ptr<float>();
   p.d_ld = D.stride(-2);
   p.d_batch_stride = D.dim() == 3 ? D.stride(0) : 0;
-  p.d_vec4 = aligned16(p.d) && p.d_ld % 4 == 0 && p.d_batch_stride % 4 == 0;
+  p.d_vec4 = d_vec4;
   p.beta = use_c ? float(beta) : 0.0f;
 
   if (index == kVectorizedIndex) {
@@ -285,16 +314,22 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
   const int index = *variant_index(variant);
   if (index == kVectorizedIndex) return kVectorized;
   const c10::cuda::CUDAGuard guard(A.device());
-  const auto [a, b] = operands_for(A, B, index);
   // As the out-of-place ops run it: D freshly allocated, dense.
-  const ProblemKey key = key_of(a, b, shape_of(A, B).n % 4 == 0);
+  const bool d_vec4 = shape_of(A, B).n % 4 == 0;
+  const auto [a, b] = operands_for(A, B, index, d_vec4);
+  const ProblemKey key = key_of(a, b, d_vec4);
   if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb))) return kGemv;
   const Choice c = choose(key, index, operand_params(a, b, 1.0), c10::cuda::getCurrentCUDAStream());
+  // "copy of A (column-major) B": the operands copied, with the order where it changed.
   std::string copied;
-  if (!a.is_same(A)) copied += " A";
-  if (!b.is_same(B)) copied += " B";
+  for (const auto& [name, given, used] : {std::tuple{"A", &A, &a}, {"B", &B, &b}}) {
+    if (used->is_same(*given)) continue;
+    copied += std::string(" ") + name;
+    const Layout order = storage_of(*used)->layout;
+    if (order != storage_of(*given)->layout) copied += order == Layout::RowMajor ? " (row-major)" : " (column-major)";
+  }
   return std::string(kTileConfigs[c.config].name) + (c.splits > 1 ? " split-k " + std::to_string(c.splits) : "") +
-         (copied.empty() ? "" : ", padded copy of" + copied);
+         (copied.empty() ? "" : ", copy of" + copied);
 }
 
 std::vector<std::string> available_variants() {

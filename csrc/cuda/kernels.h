@@ -47,6 +47,9 @@ struct PadCopy {
   int batch;
 };
 void launch_pad_copy(const PadCopy& c, cudaStream_t stream);
+// The same with the source transposed (transpose_copy.cu): dst_rows >= cols, dst_ld >= rows,
+// and dst[r][q] = src[q][r] inside the source, zeros outside.
+void launch_transpose_copy(const PadCopy& c, cudaStream_t stream);
 
 // Split-K: D = alpha * (sum of the p.k_splits partial products) + beta * C.
 void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -48,6 +49,7 @@ std::unordered_map<std::string, Choice> g_cache;  // autotuned or loaded choices
 // The model's choices, so that ranking every candidate happens once per problem shape,
 // not on every call (it costs tens of microseconds, as much as a small GEMM).
 std::unordered_map<std::string, Choice> g_model_choices;
+std::unordered_map<std::string, double> g_model_ns;  // model_best_ns, for the same reason
 
 int sm_count(int device) {
   static std::map<int, int> counts;
@@ -89,7 +91,8 @@ double model_ns(const ProblemKey& key, int config, int splits, int device) {
   const int64_t per_sm = ceil_div(blocks, sms);
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
   const double block_times = double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0);
-  double eff = c.eff_percent[order_index(key.la, key.lb)] / 100.0;
+  const int order = order_index(key.la, key.lb);
+  double eff = c.eff_percent[order] / 100.0 * (kOrderPercent[order] / 100.0);
   // The last slice (the only one, unsplit) may end inside a K tile: its blocks run checked.
   const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
   if (last_slice % c.bk != 0) eff /= 1.0 + (kCheckedLoop - 1.0) / double(real_splits);
@@ -119,6 +122,26 @@ std::vector<std::pair<double, Choice>> ranked(const ProblemKey& key, int forced_
   std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
   return out;
 }
+
+}  // namespace
+
+double model_best_ns(const ProblemKey& key) {
+  const int device = c10::cuda::current_device();
+  const std::string name = key.str() + "/d" + std::to_string(device);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_model_ns.find(name);
+    if (it != g_model_ns.end()) return it->second;
+  }
+  const auto candidates = ranked(key, -1, device);
+  const double ns = candidates.empty() ? INFINITY : candidates.front().first;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_model_ns[name] = ns;
+}
+
+double copy_ns(int64_t elements) { return 8.0 * double(elements) / kBytesPerNs + kLaunchNs; }
+
+namespace {
 
 // Median of a few timed runs into a scratch output, so the caller's tensors are untouched.
 float time_choice(GemmParams p, const ProblemKey& key, Choice choice, float* scratch, cudaStream_t stream) {

@@ -27,6 +27,12 @@ struct ProblemKey {
 // forced_config >= 0 fixes the tiling (a variant asked for by name); the split is still chosen.
 Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params, cudaStream_t stream);
 
+// The model's estimate, in nanoseconds, of the tiled kernel's best choice for this problem
+// (the auto variant's plan of copies compares storage orders with it).
+double model_best_ns(const ProblemKey& key);
+// The model's estimate of one pass copying `elements` floats into new storage.
+double copy_ns(int64_t elements);
+
 // Runs the tiled kernel (and the split-K reduction) with the given choice. Allocates the
 // split-K workspace from PyTorch's caching allocator and walks batches past grid limits.
 void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream);

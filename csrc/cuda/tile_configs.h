@@ -41,6 +41,12 @@ struct TileConfigRow {
   int eff_percent[4];
 };
 
+// Throughput of each storage order's best tiling relative to the fastest order's (cr), in
+// percent, for rr, rc, cr, cc: the H200 at M = N = K = 4096 (docs/performance.md, step 17).
+// The cost model compares orders with it when the auto variant may copy an operand into
+// the other order.
+inline constexpr int kOrderPercent[4] = {96, 94, 100, 95};
+
 inline constexpr TileConfigRow kTileConfigs[] = {
     // name                   bm   bn  bk  wm  wn tm  tn minb pref   steer  pin                   st scalar eff: rr rc cr cc
     {"tiled_128x128x8",      128, 128,  8, 32, 64, 8,  8, 2, true,  false, kCR,                   0, true,  {95, 92, 91, 90}},

@@ -1,14 +1,9 @@
 // Experiment harness (docs/performance.md, step 16; not part of the build): times kernel
 // instances directly at M = N = K = SIZE and checks each against a float64 reference.
 //   ./ws_bench [SIZE] [NAME FILTER]     (build: see README.md)
-#include <cuda_runtime.h>
-
-#include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <vector>
 
+#include "../harness.cuh"
 #include "sgemm_async.cuh"
 #include "sgemm_tiled.cuh"
 #include "sgemm_ws.cuh"
@@ -16,40 +11,6 @@
 
 using namespace vecgemm;
 constexpr Layout R = Layout::RowMajor, C = Layout::ColMajor;
-
-#define CK(x)                                                                             \
-  do {                                                                                    \
-    cudaError_t e = (x);                                                                  \
-    if (e != cudaSuccess) {                                                               \
-      printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
-      exit(1);                                                                            \
-    }                                                                                     \
-  } while (0)
-
-__global__ void fill(float* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-    h ^= h >> 13; h *= 0x5bd1e995; h ^= h >> 15;
-    p[i] = (h & 0xffffff) / float(0x800000) - 1.0f;
-  }
-}
-__global__ void reference(const float* A, const float* B, double* D, int n, int la, int lb) {
-  int i = blockIdx.y * 16 + threadIdx.y, j = blockIdx.x * 16 + threadIdx.x;
-  double s = 0;
-  for (int k = 0; k < n; ++k) {
-    float a = la == 0 ? A[int64_t(i) * n + k] : A[int64_t(k) * n + i];
-    float b = lb == 0 ? B[int64_t(k) * n + j] : B[int64_t(j) * n + k];
-    s += double(a) * b;
-  }
-  D[int64_t(i) * n + j] = s;
-}
-__global__ void compare(const float* D, const double* Ref, int64_t count, unsigned* out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
-    float e = float(fabs(double(D[i]) - Ref[i]));
-    if (!(e <= 1e30f)) e = 1e30f;
-    atomicMax(out, __float_as_uint(e));
-  }
-}
 
 template <class S, class K>
 void launch(K kernel, int threads, const GemmParams& p) {
@@ -123,21 +84,13 @@ int main(int argc, char** argv) {
   };
   const int64_t nn = int64_t(n) * n;
   float *A, *B, *D;
-  double *Ref[4];
-  unsigned* err;
+  double* Ref[4];
   CK(cudaMalloc(&A, nn * 4)); CK(cudaMalloc(&B, nn * 4)); CK(cudaMalloc(&D, nn * 4));
-  for (int i = 0; i < 4; ++i) CK(cudaMalloc(&Ref[i], nn * 8)); CK(cudaMalloc(&err, 8));
-  fill<<<1024, 256>>>(A, nn, 1); fill<<<1024, 256>>>(B, nn, 2);
-  for (int i = 0; i < 4; ++i) reference<<<dim3(n / 16, n / 16), dim3(16, 16)>>>(A, B, Ref[i], n, i >> 1, i & 1);
+  for (int i = 0; i < 4; ++i) CK(cudaMalloc(&Ref[i], nn * 8));
+  harness::fill<<<1024, 256>>>(A, nn, 1); harness::fill<<<1024, 256>>>(B, nn, 2);
+  for (int i = 0; i < 4; ++i)
+    harness::reference<<<dim3(n / 16, n / 16), dim3(16, 16)>>>(A, B, Ref[i], n, i >> 1, i & 1);
   CK(cudaDeviceSynchronize());
-  {
-    float h[4]; double r[4];
-    CK(cudaMemcpy(h, A + 12345, 16, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(r, Ref[0] + 777, 32, cudaMemcpyDeviceToHost));
-    printf("A sample %g %g %g %g  Ref sample %g %g %g %g\n", h[0], h[1], h[2], h[3], r[0], r[1], r[2], r[3]);
-  }
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
   for (const Case& c : cases) {
     if (only && !strstr(c.name, only)) continue;
     GemmParams p{};
@@ -148,27 +101,9 @@ int main(int argc, char** argv) {
     CK(cudaMemset(D, 0xff, nn * 4));
     c.run(p);
     CK(cudaGetLastError());
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemset(err, 0, 8));
-    compare<<<1024, 256>>>(D, Ref[c.la * 2 + c.lb], nn, err);
-    CK(cudaGetLastError());
-    unsigned eb;
-    CK(cudaMemcpy(&eb, err, 4, cudaMemcpyDeviceToHost));
-    float e;
-    memcpy(&e, &eb, 4);
-    std::vector<float> ms;
-    for (int r = 0; r < 12; ++r) {
-      CK(cudaEventRecord(e0));
-      c.run(p);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float t;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      if (r >= 2) ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    printf("%-28s %8.3f ms  %6.1f TFLOP/s  max abs err %.2e\n", c.name, ms[ms.size() / 2],
-           2.0 * n * double(n) * n / ms[ms.size() / 2] / 1e9, e);
+    const float e = harness::error_against(D, Ref[c.la * 2 + c.lb], nn);
+    const float ms = harness::median_ms([&] { c.run(p); });
+    printf("%-28s %8.3f ms  %6.1f TFLOP/s  max abs err %.2e\n", c.name, ms, 2.0 * n * double(n) * n / ms / 1e9, e);
     fflush(stdout);
   }
   return 0;

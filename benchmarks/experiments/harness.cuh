@@ -1,0 +1,89 @@
+// Shared by the experiment harnesses (not part of the build): inputs, a float64 reference,
+// the largest absolute error against it, and a median time over repeated launches.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#define CK(x)                                                                         \
+  do {                                                                                \
+    cudaError_t e = (x);                                                              \
+    if (e != cudaSuccess) {                                                           \
+      printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
+      exit(1);                                                                        \
+    }                                                                                 \
+  } while (0)
+
+namespace harness {
+
+// Values in [-1, 1), hashed from the index and a seed: never zeros, never a pattern the
+// kernel's tiling could hide an error in.
+__global__ void fill(float* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t h = uint32_t(i) * 2654435761u ^ seed;
+    h ^= h >> 13; h *= 0x5bd1e995; h ^= h >> 15;
+    p[i] = (h & 0xffffff) / float(0x800000) - 1.0f;
+  }
+}
+
+// D = A @ B in float64 for square n x n operands; la, lb: 0 row-major, 1 column-major.
+__global__ void reference(const float* A, const float* B, double* D, int n, int la, int lb) {
+  int i = blockIdx.y * 16 + threadIdx.y, j = blockIdx.x * 16 + threadIdx.x;
+  double s = 0;
+  for (int k = 0; k < n; ++k) {
+    float a = la == 0 ? A[int64_t(i) * n + k] : A[int64_t(k) * n + i];
+    float b = lb == 0 ? B[int64_t(k) * n + j] : B[int64_t(j) * n + k];
+    s += double(a) * b;
+  }
+  D[int64_t(i) * n + j] = s;
+}
+
+__global__ void max_abs_error(const float* D, const double* Ref, int64_t count, unsigned* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    float e = float(fabs(double(D[i]) - Ref[i]));
+    if (!(e <= 1e30f)) e = 1e30f;  // NaN and unwritten (poisoned) elements count as huge
+    atomicMax(out, __float_as_uint(e));
+  }
+}
+
+// The largest |D - Ref| over count elements.
+inline float error_against(const float* D, const double* Ref, int64_t count) {
+  unsigned* err;
+  CK(cudaMalloc(&err, 4));
+  CK(cudaMemset(err, 0, 4));
+  max_abs_error<<<1024, 256>>>(D, Ref, count, err);
+  CK(cudaGetLastError());
+  unsigned bits;
+  CK(cudaMemcpy(&bits, err, 4, cudaMemcpyDeviceToHost));
+  CK(cudaFree(err));
+  float e;
+  memcpy(&e, &bits, 4);
+  return e;
+}
+
+// Median milliseconds of `reps` timed launches (CUDA events) after `warmup` untimed ones.
+template <class F>
+float median_ms(F&& run, int reps = 10, int warmup = 2) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < warmup + reps; ++r) {
+    CK(cudaEventRecord(e0));
+    run();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (r >= warmup) ms.push_back(t);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+}  // namespace harness
