@@ -8,7 +8,7 @@
 set -u
 LOGDIR=${LOGDIR:-gpu_out}
 mkdir -p "$LOGDIR"
-STEPS=${STEPS:-"build sass tests bench edge sanitize profile"}
+STEPS=${STEPS:-"build sass tests bench copies edge sanitize profile"}
 BENCH_ARGS=${BENCH_ARGS-"--variants all --rep-ms 60"}  # set to "" for the defaults of bench.py
 PROFILE_VARIANTS=${PROFILE_VARIANTS:-"vectorized auto"}
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
@@ -34,6 +34,7 @@ fi
 step sass && TAIL=60 run sass 60 python3 -m benchmarks.sass_report
 step tests && TAIL=40 run tests ${TESTS_LIMIT:-420} python3 -m pytest -q --maxfail=30 --durations=15 -p no:cacheprovider
 step bench && TAIL=120 run bench ${BENCH_LIMIT:-400} python3 -m benchmarks.bench $BENCH_ARGS --out "$LOGDIR/bench"
+step copies && run copy_cost 120 python3 -m benchmarks.copy_cost
 step edge && run edge_overhead 120 python3 -m benchmarks.edge_overhead
 if step sanitize; then
   run memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample
