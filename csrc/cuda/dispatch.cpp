@@ -176,7 +176,7 @@ std::pair<at::Tensor, at::Tensor> operands_for(const at::Tensor& A, const at::Te
   for (const Layout oa : {la, la == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor}) {
     for (const Layout ob : {lb, lb == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor}) {
       const bool copy_a = must_a || oa != la, copy_b = must_b || ob != lb;
-      // (k == s.k unless both are copied.)
+      // k differs from s.k only when K is padded, and then both operands are copied.
       const ProblemKey key{int(s.batch), int(s.m), int(s.n), int(k), oa, ob, (copy_a || a_ok) && (copy_b || b_ok),
                            out_vec4};
       const double ns = model_best_ns(key) + (copy_a ? copy_ns(a_elements) : 0.0) + (copy_b ? copy_ns(b_elements) : 0.0);
