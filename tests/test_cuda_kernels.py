@@ -175,6 +175,30 @@ def test_reordered_copies(layout, expected):
     assert_gemm_close(run_strict(A, B), A, B)
 
 
+@pytest.mark.parametrize("batch", [None, 3, "broadcast"])
+def test_transposing_padded_copies(batch):
+    # K odd: both operands are copied whatever their order, so the model puts them in the
+    # order it rates fastest, and the transposing copy pads too: zero rows past K, rows of
+    # the copy padded to 16 bytes, a misaligned source (scalar loads), batches, a broadcast
+    # B copied once. At least one of the four orders must change.
+    m, n, k = 1024, 1040, 1023
+    nb = None if batch is None else 3
+    reordered = []
+    for layout in LAYOUTS:
+        A = make_operand(m, k, layout[0], batch=nb, offset=1)
+        B = make_operand(k, n, layout[1], batch=None if batch == "broadcast" else nb)
+        if batch == "broadcast":
+            B = B.expand(3, k, n)
+        copied = copies(A, B)
+        assert set(copied) == {"A", "B"}
+        if any(copied.values()):
+            reordered.append(layout)
+        poison = A.new_full((1 << 24,), float("nan"))
+        del poison
+        assert_gemm_close(run_strict(A, B), A, B)
+    assert reordered, "no storage order took the transposing copy"
+
+
 @pytest.mark.parametrize("case", ["m1", "n1"])
 @pytest.mark.parametrize("vector", ["r", "c"])
 @pytest.mark.parametrize("k", [3, 77, 4096, 5003])
