@@ -92,16 +92,59 @@ __device__ __forceinline__ void load_fragments(const float* as, const float* bs,
   }
 }
 
-// acc += ra (x) rb. The order of the FFMAs shapes ptxas' register allocation, and with it
-// how many FFMAs read two operands from the same register bank (dispatch stalls). Measured
-// on the H200 (docs/performance.md, steps 8 and 10): for thread tiles longer one way than
-// the other (8 x 16, 16 x 8) a serpentine along the longer side (consecutive FFMAs share
-// an operand at both ends of a line) is faster; for 8 x 8 tiles the plain order is (the
-// serpentine was up to 6% slower there although it has fewer same-bank pairs).
+// The order of the outer product's FFMAs (TileShape::kFfmaOrder). It shapes ptxas' register
+// allocation, and with it how many FFMAs read two operands from the same register bank
+// (dispatch stalls). kLongSerpentine, the default, measured fastest on the H200 for the
+// production rows (docs/performance.md, steps 8 and 10): for thread tiles longer one way
+// than the other (8 x 16, 16 x 8) a serpentine along the longer side (consecutive FFMAs
+// share an operand at both ends of a line); for 8 x 8 tiles the plain order (the serpentine
+// was up to 6% slower there although it has fewer same-bank pairs). The others are for the
+// code-generation search of step 18.
+enum FfmaOrder : int {
+  kLongSerpentine = 0,
+  kRowsPlain = 1,        // i outer, j inner
+  kShortSerpentine = 2,  // a serpentine along the shorter side
+  kRowPairs = 3,         // two rows at a time, zigzag down the columns: every FFMA shares an operand
+  kFragmentBlocks = 4,   // 4 x 4 fragment blocks in a serpentine, rows plain inside each
+};
+
+// The n-th FFMA's accumulator (i, j) of a TM x TN outer product in the given order.
+template <int kOrder, int TM, int TN>
+__host__ __device__ constexpr void ffma_position(int n, int& i, int& j) {
+  constexpr bool kRowsLong = TN >= TM;  // the serpentine of kLongSerpentine runs along rows
+  if (kOrder == kRowsPlain || (kOrder == kLongSerpentine && TM == TN)) {
+    i = n / TN, j = n % TN;
+  } else if ((kOrder == kLongSerpentine) == kRowsLong) {
+    i = n / TN, j = n % TN;
+    if (i % 2) j = TN - 1 - j;
+  } else if (kOrder == kLongSerpentine || kOrder == kShortSerpentine) {
+    j = n / TM, i = n % TM;
+    if (j % 2) i = TM - 1 - i;
+  } else if (kOrder == kRowPairs) {
+    const int pair = n / (2 * TN), r = n % (2 * TN);
+    j = r / 2;
+    if (pair % 2) j = TN - 1 - j;
+    i = 2 * pair + ((r / 2) % 2 ? 1 - r % 2 : r % 2);
+  } else {
+    const int blk = n / 16, r = n % 16, bm = blk / (TN / 4);
+    int bn = blk % (TN / 4);
+    if (bm % 2) bn = TN / 4 - 1 - bn;
+    i = bm * 4 + r / 4, j = bn * 4 + r % 4;
+  }
+}
+
+// acc += ra (x) rb, in the order S::kFfmaOrder.
 template <class S>
 __device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const float (&rb)[S::TN],
                                               float (&acc)[S::TM][S::TN]) {
-  if constexpr (S::TM > S::TN) {
+  if constexpr (S::kFfmaOrder != kLongSerpentine) {
+#pragma unroll
+    for (int n = 0; n < S::TM * S::TN; ++n) {
+      int i = 0, j = 0;
+      ffma_position<S::kFfmaOrder, S::TM, S::TN>(n, i, j);
+      acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
+    }
+  } else if constexpr (S::TM > S::TN) {
 #pragma unroll
     for (int j = 0; j < S::TN; ++j)
 #pragma unroll
@@ -132,10 +175,16 @@ struct SharedTiles {
   const float* b;
 };
 
-template <class S, class NextTile>
+struct NoStores {
+  __device__ __forceinline__ void operator()() const {}
+};
+
+// early_stores: with S::kStoreStep >= 0, run before step kStoreStep's FFMAs when there is a
+// next tile (the register-staged kernel's stores; next_tile then only needs the barrier).
+template <class S, class NextTile, class EarlyStores = NoStores>
 __device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_row, int b_col, bool more,
                                         NextTile&& next_tile, float (&ra)[2][S::TM], float (&rb)[2][S::TN],
-                                        float (&acc)[S::TM][S::TN]) {
+                                        float (&acc)[S::TM][S::TN], EarlyStores early_stores = {}) {
   static_assert(!S::kPrefetchFragments || S::BK % 2 == 0,
                 "the last step and the next tile's first use different register sets");
 #pragma unroll
@@ -145,6 +194,7 @@ __device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_
       outer_product<S>(ra[0], rb[0], acc);
       continue;
     }
+    if (kk == S::kStoreStep && more) early_stores();
     if (kk + 1 < S::BK) {
       load_fragments<S>(as, bs, kk + 1, a_row, b_col, ra[(kk + 1) & 1], rb[(kk + 1) & 1]);
     } else if (more) {

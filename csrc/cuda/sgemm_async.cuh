@@ -80,6 +80,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const 
   static_assert(S::kStages >= 2, "a pipeline needs two stages");
   static_assert(!S::kSteerBanks, "B's 16-byte copies cannot swap pairs (docs/performance.md, step 11)");
   static_assert(S::kPinLoadsMask == 0, "cp.async has no staging registers for ptxas to free");
+  static_assert(S::kStoreStep < 0, "cp.async has no staged stores");
   using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor, S::kAsStride>;
   using TileB = AsyncTile<S::BN, S::BK, S::kThreads, LB == Layout::ColMajor, S::kBsStride>;
   __shared__ __align__(16) float As[S::kStages][TileA::kFloats];

@@ -53,12 +53,22 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
       if (kPinLoads) __syncwarp();
     }
     // The other stage was last read before the previous tile's barrier.
-    k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
-      load_a.store(As[cur ^ 1]);
-      load_b.store(Bs[cur ^ 1]);
-      __syncthreads();
-      return SharedTiles{As[cur ^ 1], Bs[cur ^ 1]};
-    }, ra, rb, acc);
+    if constexpr (S::kStoreStep < 0) {
+      k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
+        load_a.store(As[cur ^ 1]);
+        load_b.store(Bs[cur ^ 1]);
+        __syncthreads();
+        return SharedTiles{As[cur ^ 1], Bs[cur ^ 1]};
+      }, ra, rb, acc);
+    } else {
+      k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
+        __syncthreads();
+        return SharedTiles{As[cur ^ 1], Bs[cur ^ 1]};
+      }, ra, rb, acc, [&]() {
+        load_a.store(As[cur ^ 1]);
+        load_b.store(Bs[cur ^ 1]);
+      });
+    }
     if (!S::kPrefetchFragments && more) {
       load_a.store(As[cur ^ 1]);
       load_b.store(Bs[cur ^ 1]);
@@ -69,6 +79,7 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
 
 template <class S, Layout LA, Layout LB, int VEC>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const GemmParams p) {
+  static_assert(S::kStoreStep < 0 || S::kPrefetchFragments, "early stores are a step of k_steps' prefetch");
   // Row-major A and column-major B are K-contiguous: their loader transposes.
   using LoaderA = TileLoader<S::BM, S::BK, S::kThreads, VEC, LA == Layout::RowMajor, S::kAsStride>;
   using LoaderB = TileLoader<S::BN, S::BK, S::kThreads, VEC, LB == Layout::ColMajor, S::kBsStride, S::kSteerBanks>;

@@ -8,7 +8,7 @@
 namespace vecgemm {
 
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int TM_, int TN_, int MINB_, bool PREFETCH_,
-          bool STEER_ = false, int PIN_ = 0>
+          bool STEER_ = false, int PIN_ = 0, int ORDER_ = 0, int STORE_STEP_ = -1>
 struct TileShape {
   static constexpr int BM = BM_, BN = BN_, BK = BK_;
   static constexpr int WM = WM_, WN = WN_, TM = TM_, TN = TN_;
@@ -28,6 +28,12 @@ struct TileShape {
   // The register-staged kernel's next-tile loads held at the start of the tile (mainloop,
   // sgemm_tiled.cuh), per storage order: bit order_index(LA, LB) (tile_configs.h: kRR ...).
   static constexpr int kPinLoadsMask = PIN_;
+  // The order of the outer product's FFMAs (outer_product, block_tile.cuh: FfmaOrder).
+  static constexpr int kFfmaOrder = ORDER_;
+  // The register-staged kernel with kPrefetchFragments: the K step of a tile before whose
+  // FFMAs the next tile's staged loads go to shared memory (their registers then free for
+  // the rest of the tile); -1: at the last step, just before the barrier.
+  static constexpr int kStoreStep = STORE_STEP_;
 
   static constexpr int kWarpsM = BM / WM, kWarpsN = BN / WN;
   static constexpr int kThreads = kWarpsM * kWarpsN * 32;
@@ -45,6 +51,7 @@ struct TileShape {
   static_assert(kLanesM * kLanesN == 32, "a warp is 32 threads");
   static_assert(TM % 4 == 0 && TN % 4 == 0, "fragments are 4 wide (one LDS.128)");
   static_assert(BK % 4 == 0, "K-contiguous tiles load float4 along K");
+  static_assert(kStoreStep < BK - 1, "the last step's stores come with the barrier (kStoreStep = -1)");
 };
 
 // The cp.async kernel's shape (sgemm_async.cuh): a block tiling plus its pipeline depth.
