@@ -199,6 +199,34 @@ def test_transposing_padded_copies(batch):
     assert reordered, "no storage order took the transposing copy"
 
 
+@pytest.mark.parametrize(
+    "m,n,k,layout,planned",
+    [
+        (4096, 4096, 2048, "rr", ", copy of A"),  # a copy for the order alone
+        (1024, 1040, 1023, "rc", ", copy of A"),  # copies that pad K (both operands)
+        (64, 4096, 4096, "rr", " split-k "),      # a split-K workspace
+    ],
+)
+def test_memory_limit(m, n, k, layout, planned):
+    # Copies and split-K workspaces are for speed only: where the caching allocator cannot
+    # give them, auto runs on the operands as they are, unsplit, with the same result.
+    A, B, C = make_operand(m, k, layout[0]), make_operand(k, n, layout[1]), randn(m, n)
+    assert planned in torch_vecgemm.selected_kernel(A, B)
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    poison_allocator((m, n))  # the output's block, cached: the limit leaves room for it alone
+    total = torch.cuda.get_device_properties(A.device).total_memory
+    ooms = torch.cuda.memory_stats()["num_ooms"]
+    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + (1 << 20)) / total)
+    try:
+        out = ops.sgemm(A, B, C, 1.5, -0.5, "auto")
+        torch.cuda.synchronize()
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert torch.cuda.memory_stats()["num_ooms"] > ooms, "the limit did not stop the planned allocation"
+    assert_gemm_close(out, A, B, C, 1.5, -0.5)
+
+
 @pytest.mark.parametrize("case", ["m1", "n1"])
 @pytest.mark.parametrize("vector", ["r", "c"])
 @pytest.mark.parametrize("k", [3, 77, 4096, 5003])

@@ -184,7 +184,14 @@ std::pair<at::Tensor, at::Tensor> operands_for(const at::Tensor& A, const at::Te
     }
   }
   const bool copy_a = must_a || best_a != la, copy_b = must_b || best_b != lb;
-  return {copy_a ? padded_copy(A, -1, k, best_a) : A, copy_b ? padded_copy(B, -2, k, best_b) : B};
+  // The copies are for speed only (the kernels take any alignment, K and order): where the
+  // caching allocator cannot give them, the operands are used as they are. Both or neither,
+  // since a padded K must be the same in A and B.
+  try {
+    return {copy_a ? padded_copy(A, -1, k, best_a) : A, copy_b ? padded_copy(B, -2, k, best_b) : B};
+  } catch (const c10::OutOfMemoryError&) {
+    return {A, B};
+  }
 }
 
 // ---- launching ---------------------------------------------------------------------------

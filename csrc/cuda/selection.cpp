@@ -205,7 +205,12 @@ Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params
     return g_model_choices[model_key] = candidates.front().second;
   }
 
-  auto scratch = at::empty({int64_t(key.batch) * key.m * key.n}, at::device(at::kCUDA).dtype(at::kFloat));
+  at::Tensor scratch;
+  try {
+    scratch = at::empty({int64_t(key.batch) * key.m * key.n}, at::device(at::kCUDA).dtype(at::kFloat));
+  } catch (const c10::OutOfMemoryError&) {
+    return candidates.front().second;  // no room to time candidates: the model's choice, not cached
+  }
   Choice best = candidates.front().second;
   float best_ms = INFINITY;
   const int n = std::min<int>(kAutotuneCandidates, candidates.size());
@@ -223,8 +228,20 @@ void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t 
   p.k_slice = slice_for(p.k, choice.splits, kTileConfigs[choice.config].bk);
   p.k_splits = int(ceil_div(p.k, p.k_slice));
   // grid.z carries batch x splits and may not exceed 65535.
-  const int max_batch = std::max(1, 65535 / p.k_splits);
+  int max_batch = std::max(1, 65535 / p.k_splits);
   at::Tensor workspace;
+  if (p.k_splits > 1) {
+    // Sized for the largest batch chunk. A split is for speed only: where the caching
+    // allocator cannot give its workspace, the kernel runs over the whole of K instead.
+    try {
+      workspace = at::empty({int64_t(p.k_splits) * std::min(max_batch, key.batch) * p.m * p.n},
+                            at::device(at::kCUDA).dtype(at::kFloat));
+      p.workspace = workspace.data_ptr<float>();
+    } catch (const c10::OutOfMemoryError&) {
+      p.k_slice = p.k, p.k_splits = 1;
+      max_batch = 65535;
+    }
+  }
   for (int b0 = 0; b0 < key.batch; b0 += max_batch) {
     GemmParams q = p;
     q.batch = std::min(max_batch, key.batch - b0);
@@ -232,12 +249,6 @@ void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t 
     q.b.ptr += b0 * p.b.batch_stride;
     if (q.c != nullptr) q.c += b0 * p.c_batch_stride;
     q.d += b0 * p.d_batch_stride;
-    if (p.k_splits > 1) {
-      if (!workspace.defined())
-        workspace = at::empty({int64_t(p.k_splits) * q.batch * p.m * p.n},
-                              at::device(at::kCUDA).dtype(at::kFloat));
-      q.workspace = workspace.data_ptr<float>();
-    }
     kernel.launch(q, stream);
     if (p.k_splits > 1) launch_splitk_reduce(q, stream);
   }

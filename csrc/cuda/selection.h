@@ -34,7 +34,8 @@ double model_best_ns(const ProblemKey& key);
 double copy_ns(int64_t elements);
 
 // Runs the tiled kernel (and the split-K reduction) with the given choice. Allocates the
-// split-K workspace from PyTorch's caching allocator and walks batches past grid limits.
+// split-K workspace from PyTorch's caching allocator (unsplit where it cannot) and walks
+// batches past grid limits.
 void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream);
 
 }  // namespace vecgemm
