@@ -3,7 +3,10 @@ first. Skipped, with the reason shown, where there is no GPU."""
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -199,6 +202,33 @@ def test_transposing_padded_copies(batch):
     assert reordered, "no storage order took the transposing copy"
 
 
+# Run in a fresh process: there the caching allocator holds nothing but this problem, so a
+# limit just above what it holds stops every new allocation (in this process, free space
+# left in segments by earlier tests could serve the copy or the workspace).
+MEMORY_LIMIT_CHILD = """
+import sys
+import torch
+import torch_vecgemm
+from conftest import assert_gemm_close, make_operand, poison_allocator, randn
+
+m, n, k, layout, planned = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+A, B, C = make_operand(m, k, layout[0]), make_operand(k, n, layout[1]), randn(m, n)
+plan = torch_vecgemm.selected_kernel(A, B)
+assert planned in plan, plan
+torch.cuda.synchronize()
+torch.cuda.empty_cache()
+poison_allocator((m, n))  # the output's block, cached: the limit leaves room for it alone
+total = torch.cuda.get_device_properties(A.device).total_memory
+ooms = torch.cuda.memory_stats()["num_ooms"]
+torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + (1 << 20)) / total)
+out = torch.ops.vecgemm.sgemm(A, B, C, 1.5, -0.5, "auto")
+torch.cuda.synchronize()
+torch.cuda.set_per_process_memory_fraction(1.0)
+assert torch.cuda.memory_stats()["num_ooms"] > ooms, "the limit did not stop the planned allocation: " + plan
+assert_gemm_close(out, A, B, C, 1.5, -0.5)
+"""
+
+
 @pytest.mark.parametrize(
     "m,n,k,layout,planned",
     [
@@ -210,21 +240,13 @@ def test_transposing_padded_copies(batch):
 def test_memory_limit(m, n, k, layout, planned):
     # Copies and split-K workspaces are for speed only: where the caching allocator cannot
     # give them, auto runs on the operands as they are, unsplit, with the same result.
-    A, B, C = make_operand(m, k, layout[0]), make_operand(k, n, layout[1]), randn(m, n)
-    assert planned in torch_vecgemm.selected_kernel(A, B)
-    torch.cuda.synchronize()
-    torch.cuda.empty_cache()
-    poison_allocator((m, n))  # the output's block, cached: the limit leaves room for it alone
-    total = torch.cuda.get_device_properties(A.device).total_memory
-    ooms = torch.cuda.memory_stats()["num_ooms"]
-    torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + (1 << 20)) / total)
-    try:
-        out = ops.sgemm(A, B, C, 1.5, -0.5, "auto")
-        torch.cuda.synchronize()
-    finally:
-        torch.cuda.set_per_process_memory_fraction(1.0)
-    assert torch.cuda.memory_stats()["num_ooms"] > ooms, "the limit did not stop the planned allocation"
-    assert_gemm_close(out, A, B, C, 1.5, -0.5)
+    tests = os.path.dirname(os.path.abspath(__file__))
+    path = os.pathsep.join([os.path.dirname(tests), tests, os.environ.get("PYTHONPATH", "")])
+    child = subprocess.run(
+        [sys.executable, "-c", MEMORY_LIMIT_CHILD, str(m), str(n), str(k), layout, planned],
+        env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300,
+    )
+    assert child.returncode == 0, child.stdout + child.stderr
 
 
 @pytest.mark.parametrize("case", ["m1", "n1"])
