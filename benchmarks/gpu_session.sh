@@ -38,7 +38,7 @@ step copies && run copy_cost 120 python3 -m benchmarks.copy_cost
 step edge && run edge_overhead 120 python3 -m benchmarks.edge_overhead
 if step sanitize; then
   run memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample
-  run racecheck 240 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample
+  run racecheck 420 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample
 fi
 if step profile; then
   cublas=""  # cuBLAS's kernel is profiled once, beside the first variant

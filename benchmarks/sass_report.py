@@ -39,11 +39,13 @@ def cuobjdump():
 
 
 def demangle_short(name):
-    shape = r"TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)ELb(\d)ELi(\d+)EE"
+    # TileShape<BM, BN, BK, WM, WN, TM, TN, MINB, PREFETCH, STEER, PIN, ORDER, STORE_STEP>; -1 mangles as n1.
+    shape = r"TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)ELb(\d)ELi(\d+)ELi(\d+)ELi(n?\d+)EE"
 
-    def tiling(bm, bn, bk, wm, wn, tm, tn, minb, pf, steer, pin):
+    def tiling(bm, bn, bk, wm, wn, tm, tn, minb, pf, steer, pin, order, store):
         return (f"{bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb}{' prefetch' if pf == '1' else ''}"
-                f"{' steer' if steer == '1' else ''}{f' pin{pin}' if pin != '0' else ''}")
+                f"{' steer' if steer == '1' else ''}{f' pin{pin}' if pin != '0' else ''}"
+                f"{f' order{order}' if order != '0' else ''}{f' store{store}' if store != 'n1' else ''}")
 
     m = re.search(r"sgemm_tiledINS_9" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
     if m:
