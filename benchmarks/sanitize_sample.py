@@ -2,7 +2,7 @@
 compute-sanitizer (memcheck, racecheck): each launch is checked against a float64
 reference here too, so a clean sanitizer run is also a correct one.
 
-    compute-sanitizer --tool memcheck --error-exitcode 1 python -m benchmarks.sanitize_sample
+    compute-sanitizer --tool memcheck --error-exitcode 1 python -m benchmarks.sanitize_sample [--stream-k-only]
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ def operand(rows, cols, layout, storage):
 
 
 def main():
+    stream_k_only = "--stream-k-only" in sys.argv[1:]  # a short racecheck of the stream-K tail alone
     shapes = [(1, 1, 1), (5, 7, 3), (129, 65, 9), (33, 130, 17), (200, 3, 40), (64, 64, 1000), (1, 130, 37), (70, 1, 300)]
     failures = launches = 0
 
@@ -39,6 +40,21 @@ def main():
             failures += 1
             print(f"WRONG {label}: rel {rel:.3g}")
 
+    # The stream-K tail (sgemm_stream_k.cuh): 289 t816 tiles on 264 slots, edge tiles in M
+    # and N, K not a multiple of BK, rows of D not 16-byte aligned. One storage order in the
+    # full sample (racecheck is slow on large problems), all four with --stream-k-only.
+    for layout in ("rr", "rc", "cr", "cc") if stream_k_only else ("cr",):
+        A, B = operand(2050, 251, layout[0], "padded"), operand(251, 2050, layout[1], "padded")
+        C = torch.randn(2050, 2050, device="cuda")
+        described = torch_vecgemm.selected_kernel(A, B, variant="tiled_128x128x8_t816")
+        assert "stream-K tail" in described, described
+        A64, B64, C64 = A.double(), B.double(), C.double()
+        check(f"{described} 2050x2050x251 {layout}", torch.ops.vecgemm.sgemm(A, B, C, 1.5, -0.5, "tiled_128x128x8_t816"),
+              1.5 * A64 @ B64 - 0.5 * C64, 1.5 * A64.abs() @ B64.abs() + 0.5 * C64.abs())
+    if stream_k_only:
+        torch.cuda.synchronize()
+        print(f"{launches} checked launches, {failures} wrong")
+        return 1 if failures else 0
     for variant in torch_vecgemm.variants():
         cases = [(s, l, o) for s in shapes for l in ("rr", "rc", "cr", "cc") for o in ("dense", "offset", "padded")]
         for (m, n, k), layout, storage in cases:

@@ -3,6 +3,12 @@
 #pragma once
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define VECGEMM_HOST_DEVICE __host__ __device__
+#else
+#define VECGEMM_HOST_DEVICE
+#endif
+
 namespace vecgemm {
 
 // Storage order of one operand. For A (M x K) and B (K x N) the kernels only need to
@@ -37,6 +43,18 @@ struct GemmParams {
   bool c_vec4, d_vec4;
   // Measurement knob: every block takes the bounds-checked main loop (benchmarks/edge_overhead.py).
   bool checked_loads_only;
+};
+
+// The stream-K tail (sgemm_stream_k.cuh): the tiles first_tile .. first_tile + tiles - 1
+// (in the kernels' raster order), those of a last, partial wave, shared out over `blocks`
+// blocks, each a contiguous range of their K iterations (`iters` BK steps a tile): block b
+// runs iterations [start(b), start(b + 1)), at most two pieces when there are fewer
+// iterations than a tile's, and writes piece j's partial tile to workspace slot 2 b + j.
+struct StreamK {
+  int first_tile, tiles;
+  int iters;
+  int blocks;
+  VECGEMM_HOST_DEVICE int64_t start(int b) const { return int64_t(b) * tiles * iters / blocks; }
 };
 
 }  // namespace vecgemm

@@ -322,6 +322,27 @@ def test_split_k_shapes():
         assert_gemm_close(run_strict(A, B, C, 1.0, 1.0), A, B, C, 1.0, 1.0, tol=2e-5)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize(
+    "m,n,k",
+    [
+        (2050, 2050, 251),   # 289 tiles on 264 slots: edge tiles, K not a multiple of BK, rows of D not 16-byte aligned
+        (3000, 3000, 520),   # 576 tiles: two whole waves, then each tail tile in pieces of ~12 K steps
+        (2176, 2304, 256),   # whole tiles only
+    ],
+)
+def test_stream_k_tail(layout, m, n, k):
+    # The last, partial wave of t816's blocks as the stream-K tail (sgemm_stream_k.cuh):
+    # pieces of tiles from every block, summed by the fix-up with alpha, beta and C.
+    variant = "tiled_128x128x8_t816"
+    A, B, C = aligned_operand(m, k, layout[0]), aligned_operand(k, n, layout[1]), randn(m, n)
+    assert "stream-K tail" in torch_vecgemm.selected_kernel(A, B, variant=variant)
+    assert_gemm_close(run_strict(A, B, C, 1.5, -0.5, variant), A, B, C, 1.5, -0.5)
+    assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
+    # Deterministic: the pieces are added in the same order every run.
+    assert torch.equal(run_strict(A, B, variant=variant), run_strict(A, B, variant=variant))
+
+
 def test_cuda_error_rules():
     A = randn(64, 32)
     with pytest.raises(RuntimeError, match="unknown variant 'nope'"):

@@ -11,6 +11,16 @@ namespace vecgemm {
 // that blocks running at the same time share panels of A and B in L2.
 constexpr int kRasterGroupM = 8;
 
+// Where tile `pid` of the raster order starts, for bm x bn tiles of an m x n output.
+__host__ __device__ __forceinline__ void tile_origin(int m, int n, int bm, int bn, int pid, int& m0, int& n0) {
+  const int tiles_m = (m + bm - 1) / bm, tiles_n = (n + bn - 1) / bn;
+  const int per_group = kRasterGroupM * tiles_n;
+  const int first_m = (pid / per_group) * kRasterGroupM;
+  const int rows = min(tiles_m - first_m, kRasterGroupM);
+  m0 = (first_m + (pid % per_group) % rows) * bm;
+  n0 = ((pid % per_group) / rows) * bn;
+}
+
 template <class S>
 struct BlockTile {
   int m0, n0;          // the block's output tile
@@ -20,18 +30,28 @@ struct BlockTile {
   // tile, and columns b_col + f * kLanesN * 4 + [0, 4).
   int a_row, b_col;
 
+  // The block's own tile: blockIdx.x in raster order, blockIdx.z the batch and K split.
   __device__ __forceinline__ explicit BlockTile(const GemmParams& p) {
-    const int tiles_m = (p.m + S::BM - 1) / S::BM, tiles_n = (p.n + S::BN - 1) / S::BN;
-    const int pid = blockIdx.x;
-    const int per_group = kRasterGroupM * tiles_n;
-    const int first_m = (pid / per_group) * kRasterGroupM;
-    const int rows = min(tiles_m - first_m, kRasterGroupM);
-    m0 = (first_m + (pid % per_group) % rows) * S::BM;
-    n0 = ((pid % per_group) / rows) * S::BN;
+    place(p, blockIdx.x);
     batch = blockIdx.z / p.k_splits;
     split = blockIdx.z % p.k_splits;
     k_begin = split * p.k_slice;
     k_len = min(p.k - k_begin, p.k_slice);
+    place_thread();
+  }
+
+  // Tile `pid` (raster order) over K range [k_begin, k_begin + k_len) of batch 0: a piece
+  // of the stream-K tail (sgemm_stream_k.cuh).
+  __device__ __forceinline__ BlockTile(const GemmParams& p, int pid, int k_begin_, int k_len_) {
+    place(p, pid);
+    batch = 0, split = 0;
+    k_begin = k_begin_, k_len = k_len_;
+    place_thread();
+  }
+
+  __device__ __forceinline__ void place(const GemmParams& p, int pid) { tile_origin(p.m, p.n, S::BM, S::BN, pid, m0, n0); }
+
+  __device__ __forceinline__ void place_thread() {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     a_row = (warp / S::kWarpsN) * S::WM + (lane / S::kLanesN) * 4;
     b_col = (warp % S::kWarpsN) * S::WN + (lane % S::kLanesN) * 4;

@@ -336,7 +336,7 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
     if (order != storage_of(*given)->layout) copied += order == Layout::RowMajor ? " (row-major)" : " (column-major)";
   }
   return std::string(kTileConfigs[c.config].name) + (c.splits > 1 ? " split-k " + std::to_string(c.splits) : "") +
-         (copied.empty() ? "" : ", copy of" + copied);
+         (stream_k_tail(key, c) ? " stream-K tail" : "") + (copied.empty() ? "" : ", copy of" + copied);
 }
 
 std::vector<std::string> available_variants() {

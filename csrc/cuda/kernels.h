@@ -9,12 +9,16 @@
 namespace vecgemm {
 
 using LaunchFn = void (*)(const GemmParams&, cudaStream_t);
+// The stream-K tail's launch: sk.first_tile tiles by the tiled kernel (whole waves), then
+// the tail's pieces into p.workspace (sgemm_stream_k.cuh); launch_stream_k_fixup follows.
+using StreamKFn = void (*)(const GemmParams&, const StreamK&, cudaStream_t);
 
 // One compiled instance of the tiled kernel.
 struct TiledKernel {
   LaunchFn launch;
   const void* entry;  // the __global__ function, for occupancy queries
   int threads;
+  StreamKFn stream_k;  // null where the row has no stream-K tail (tile_configs.h)
 };
 
 // The instances of the tiled kernel, filled at load time by the generated translation
@@ -53,5 +57,8 @@ void launch_transpose_copy(const PadCopy& c, cudaStream_t stream);
 
 // Split-K: D = alpha * (sum of the p.k_splits partial products) + beta * C.
 void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream);
+
+// The stream-K tail's second pass: D of the tail's bm x bn tiles from their pieces.
+void launch_stream_k_fixup(const GemmParams& p, const StreamK& sk, int bm, int bn, cudaStream_t stream);
 
 }  // namespace vecgemm

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "kernels.h"
@@ -35,6 +36,10 @@ constexpr int kWarpsToHideScalarOutput = 16;
 // 1.06-1.23x the unchecked one depending on the tiling (benchmarks/edge_overhead.py,
 // docs/performance.md steps 2 and 15).
 constexpr double kCheckedLoop = 1.15;
+// The stream-K tail's blocks cost this much a unit of work against a one-tile wave's,
+// fix-up and launches included: 1.11-1.16 for t816 at 4096-8192 on the H200
+// (docs/performance.md, step 20).
+constexpr double kStreamKCost = 1.15;
 // Autotune times this many of the model's best candidates.
 constexpr int kAutotuneCandidates = 6;
 
@@ -74,23 +79,48 @@ int blocks_per_sm(const TiledKernel& kernel, int device) {
 
 int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
 
-// Estimated nanoseconds: the busiest SM's share of the tiles (edge tiles computed whole) in
-// waves of as many blocks as fit on it: full waves at full speed, a last partial wave of r
-// blocks at 0.55 + 0.45 r / occ of it per block (fewer blocks share the SM, each runs
-// faster, not occ / r times faster), never faster than moving every operand once; split-K
-// adds the workspace round trip (partials written by the GEMM, read back by the reduction)
-// and a second launch.
-double model_ns(const ProblemKey& key, int config, int splits, int device) {
+struct Waves {
+  double block_times;           // the busiest SM's blocks, in one-block times
+  std::optional<StreamK> tail;  // the stream-K tail, where it is predicted faster
+};
+
+// The busiest SM's share of the tiles (edge tiles computed whole) in waves of as many blocks
+// as fit on it: full waves at full speed, a last partial wave of r blocks at 0.55 + 0.45 r /
+// occ of it per block (fewer blocks share the SM, each runs faster, not occ / r times
+// faster). For an unsplit problem of one batch on a row with the stream-K tail, the whole
+// waves and then the rest of the tiles' work spread over every slot at kStreamKCost, where
+// that is less.
+Waves waves_of(const ProblemKey& key, int config, int64_t real_splits, int device) {
   const TileConfigRow& c = kTileConfigs[config];
-  const int slice = slice_for(key.k, splits, c.bk);
-  const int64_t real_splits = ceil_div(key.k, slice);
-  const int64_t blocks = ceil_div(key.m, c.bm) * ceil_div(key.n, c.bn) * key.batch * real_splits;
+  const int64_t tiles = ceil_div(key.m, c.bm) * ceil_div(key.n, c.bn);
+  const int64_t blocks = tiles * key.batch * real_splits;
   const int sms = sm_count(device);
   const TiledKernel kernel = tiled_kernel(config, key.la, key.lb, key.vec4);
   const int occ = blocks_per_sm(kernel, device);
   const int64_t per_sm = ceil_div(blocks, sms);
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
-  const double block_times = double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0);
+  Waves w{double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0), std::nullopt};
+  if (kernel.stream_k == nullptr || real_splits != 1 || key.batch != 1) return w;
+  const int64_t slots = int64_t(sms) * occ, whole = tiles / slots, tail = tiles % slots;
+  // The fix-up's traffic in one-block times: every block boundary splits a tile, so about
+  // tail + slots pieces, each a partial tile written and read back, and D written.
+  const double fixup_ns = 4.0 * c.bm * c.bn * double(2 * (tail + slots) + tail) / kBytesPerNs + kLaunchNs;
+  const double block_ns = double(c.bm) * c.bn * key.k / kMacsPerNsPerSm;
+  const double tail_times = double(whole * occ) + double(tail) / slots * occ * kStreamKCost + fixup_ns / block_ns;
+  if (whole == 0 || tail == 0 || tail_times >= w.block_times) return w;
+  return Waves{tail_times, StreamK{int(whole * slots), int(tail), int(ceil_div(key.k, c.bk)), int(slots)}};
+}
+
+// Estimated nanoseconds: the waves of blocks (waves_of), never faster than moving every
+// operand once; split-K adds the workspace round trip (partials written by the GEMM, read
+// back by the reduction) and a second launch.
+double model_ns(const ProblemKey& key, int config, int splits, int device) {
+  const TileConfigRow& c = kTileConfigs[config];
+  const int slice = slice_for(key.k, splits, c.bk);
+  const int64_t real_splits = ceil_div(key.k, slice);
+  const TiledKernel kernel = tiled_kernel(config, key.la, key.lb, key.vec4);
+  const int occ = blocks_per_sm(kernel, device);
+  const double block_times = waves_of(key, config, real_splits, device).block_times;
   const int order = order_index(key.la, key.lb);
   double eff = c.eff_percent[order] / 100.0 * (kOrderPercent[order] / 100.0);
   // The last slice (the only one, unsplit) may end inside a K tile: its blocks run checked.
@@ -223,10 +253,30 @@ Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params
   return best;
 }
 
+bool stream_k_tail(const ProblemKey& key, Choice choice) {
+  return choice.splits == 1 && waves_of(key, choice.config, 1, c10::cuda::current_device()).tail.has_value();
+}
+
 void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream) {
   const TiledKernel kernel = tiled_kernel(choice.config, key.la, key.lb, key.vec4);
-  p.k_slice = slice_for(p.k, choice.splits, kTileConfigs[choice.config].bk);
+  const TileConfigRow& c = kTileConfigs[choice.config];
+  p.k_slice = slice_for(p.k, choice.splits, c.bk);
   p.k_splits = int(ceil_div(p.k, p.k_slice));
+  if (p.k_splits == 1) {
+    if (const auto sk = waves_of(key, choice.config, 1, c10::cuda::current_device()).tail) {
+      at::Tensor pieces;  // two partial tiles a block; for speed only, as the split-K workspace
+      try {
+        pieces = at::empty({2 * int64_t(sk->blocks) * c.bm * c.bn}, at::device(at::kCUDA).dtype(at::kFloat));
+      } catch (const c10::OutOfMemoryError&) {
+      }
+      if (pieces.defined()) {
+        p.workspace = pieces.data_ptr<float>();
+        kernel.stream_k(p, *sk, stream);
+        launch_stream_k_fixup(p, *sk, c.bm, c.bn, stream);
+        return;
+      }
+    }
+  }
   // grid.z carries batch x splits and may not exceed 65535.
   int max_batch = std::max(1, 65535 / p.k_splits);
   at::Tensor workspace;

@@ -33,7 +33,11 @@ double model_best_ns(const ProblemKey& key);
 // The model's estimate of one pass copying `elements` floats into new storage.
 double copy_ns(int64_t elements);
 
-// Runs the tiled kernel (and the split-K reduction) with the given choice. Allocates the
+// Whether run_tiled runs this choice's last, partial wave of blocks as the stream-K tail
+// (sgemm_stream_k.cuh): the model's call, per problem.
+bool stream_k_tail(const ProblemKey& key, Choice choice);
+
+// Runs the tiled kernel (and the split-K reduction or the stream-K tail) with the given choice. Allocates the
 // split-K workspace from PyTorch's caching allocator (unsplit where it cannot) and walks
 // batches past grid limits.
 void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream);

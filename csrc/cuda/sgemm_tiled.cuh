@@ -77,21 +77,16 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
   }
 }
 
+// The block's product acc = A @ B over the tile and K range of blk.
 template <class S, Layout LA, Layout LB, int VEC>
-__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const GemmParams p) {
-  static_assert(S::kStoreStep < 0 || S::kPrefetchFragments, "early stores are a step of k_steps' prefetch");
+__device__ __forceinline__ void block_product(const GemmParams& p, const BlockTile<S>& blk,
+                                              float (*As)[S::BK * S::kAsStride],
+                                              float (*Bs)[S::BK * S::kBsStride], float (&acc)[S::TM][S::TN]) {
   // Row-major A and column-major B are K-contiguous: their loader transposes.
   using LoaderA = TileLoader<S::BM, S::BK, S::kThreads, VEC, LA == Layout::RowMajor, S::kAsStride>;
   using LoaderB = TileLoader<S::BN, S::BK, S::kThreads, VEC, LB == Layout::ColMajor, S::kBsStride, S::kSteerBanks>;
-
-  __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
-  __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
-
-  const BlockTile<S> blk(p);
   LoaderA load_a(blk.template a_panel<LA>(p), p.a.ld, p.m - blk.m0);
   LoaderB load_b(blk.template b_panel<LB>(p), p.b.ld, p.n - blk.n0);
-
-  float acc[S::TM][S::TN];
   zero<S>(acc);
   constexpr bool kPin = (S::kPinLoadsMask >> order_index(LA, LB)) & 1;
   // Interior blocks, nearly all of a large problem, take a copy of the main loop whose loads
@@ -100,6 +95,16 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
     mainloop<S, false, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   else
     mainloop<S, true, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
+}
+
+template <class S, Layout LA, Layout LB, int VEC>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const GemmParams p) {
+  static_assert(S::kStoreStep < 0 || S::kPrefetchFragments, "early stores are a step of k_steps' prefetch");
+  __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
+  __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
+  const BlockTile<S> blk(p);
+  float acc[S::TM][S::TN];
+  block_product<S, LA, LB, VEC>(p, blk, As, Bs, acc);
   store_accumulators(p, blk, acc);
 }
 

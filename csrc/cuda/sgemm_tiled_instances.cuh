@@ -8,6 +8,7 @@
 
 #include "kernels.h"
 #include "sgemm_async.cuh"
+#include "sgemm_stream_k.cuh"
 #include "sgemm_tiled.cuh"
 #include "tile_configs.h"
 
@@ -38,12 +39,26 @@ void launch_tiled(const GemmParams& p, cudaStream_t stream) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+template <int I>
+void launch_stream_k(const GemmParams& p, const StreamK& sk, cudaStream_t stream) {
+  using S = ShapeOf<I>;
+  if (sk.first_tile > 0) {
+    sgemm_tiled<S, VECGEMM_LA, VECGEMM_LB, 4><<<sk.first_tile, S::kThreads, 0, stream>>>(p);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+  sgemm_stream_k<S, VECGEMM_LA, VECGEMM_LB><<<sk.blocks, S::kThreads, 0, stream>>>(p, sk);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
 template <int I, int VEC>
 void register_instance() {
   static_assert(VEC == 4 || kTileConfigs[I].stages == 0, "cp.async moves 16-byte chunks");
+  static_assert(!kTileConfigs[I].stream_k || kTileConfigs[I].stages == 0, "the stream-K tail is register-staged");
+  StreamKFn stream_k = nullptr;
+  if constexpr (kTileConfigs[I].stream_k && VEC == 4) stream_k = &launch_stream_k<I>;
   register_tiled_kernel(I, VECGEMM_LA, VECGEMM_LB, VEC == 4,
                         TiledKernel{&launch_tiled<I, VEC>, reinterpret_cast<const void*>(kernel_of<I, VEC>()),
-                                    ShapeOf<I>::kThreads});
+                                    ShapeOf<I>::kThreads, stream_k});
 }
 
 template <int I>
