@@ -51,6 +51,10 @@ def demangle_short(name):
     if m:
         *shape_args, la, lb, vec = m.groups()
         return f"tiled {tiling(*shape_args)} {'rc'[int(la)]}{'rc'[int(lb)]} vec{vec}"
+    m = re.search(r"sgemm_stream_kINS_9" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)E", name)
+    if m:
+        *shape_args, la, lb = m.groups()
+        return f"stream-K {tiling(*shape_args)} {'rc'[int(la)]}{'rc'[int(lb)]}"
     for kernel, wrapper, label in (("sgemm_async", "10AsyncShape", "async"), ("sgemm_ws", "13ProducerShape", "ws")):
         m = re.search(kernel + r"INS_" + wrapper + r"INS_9" + shape + r"ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)E", name)
         if m:
@@ -60,6 +64,8 @@ def demangle_short(name):
         return "vectorized (seed)"
     if "splitk_reduce" in name:
         return "splitk_reduce"
+    if "stream_k_fixup" in name:
+        return "stream_k_fixup"
     if "4gemv" in name:
         return "gemv vec" + ("4" if "ILi4E" in name else "1")
     return name[:60]
