@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "../harness.cuh"
+#include "../rows.cuh"
 #include "sgemm_tiled.cuh"
 #include "tile_configs.h"
 
@@ -136,9 +137,7 @@ __global__ void __launch_bounds__(kThreads, 2) sgemm_kc(const float* __restrict_
 }  // namespace kc
 
 // tiled_128x128x8_t816 as the extension builds it.
-constexpr int kT816 = 2;
-static_assert(kTileConfigs[kT816].tn == 16 && kTileConfigs[kT816].bm == 128, "row 2 is t816");
-using T816 = TileShape<128, 128, 8, 64, 64, 8, 16, 2, true, false, kTileConfigs[kT816].pin_loads>;
+using T816 = harness::ShapeOf<harness::row("tiled_128x128x8_t816")>;
 
 int main(int argc, char** argv) {
   std::vector<int> sizes;

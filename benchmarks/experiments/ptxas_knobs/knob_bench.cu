@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "../harness.cuh"
+#include "../rows.cuh"
 #include "sgemm_async.cuh"
 #include "sgemm_tiled.cuh"
 #include "tile_configs.h"
@@ -14,20 +15,8 @@
 using namespace vecgemm;
 constexpr Layout R = Layout::RowMajor, C = Layout::ColMajor;
 
-// The row of tile_configs.h with this name, at compile time.
-constexpr int row(const char* name) {
-  for (int i = 0; i < kNumTileConfigs; ++i) {
-    const char *a = kTileConfigs[i].name, *b = name;
-    while (*a && *a == *b) ++a, ++b;
-    if (*a == *b) return i;
-  }
-  return -1;
-}
-template <int I>
-using ShapeOf = TileShape<kTileConfigs[I].bm, kTileConfigs[I].bn, kTileConfigs[I].bk, kTileConfigs[I].wm,
-                          kTileConfigs[I].wn, kTileConfigs[I].tm, kTileConfigs[I].tn,
-                          kTileConfigs[I].min_blocks, kTileConfigs[I].prefetch, kTileConfigs[I].steer,
-                          kTileConfigs[I].pin_loads>;
+using harness::row;
+using harness::ShapeOf;
 
 template <int I, Layout LA, Layout LB>
 void run_row(const GemmParams& p) {

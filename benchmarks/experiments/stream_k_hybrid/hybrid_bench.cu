@@ -11,12 +11,12 @@
 #include <functional>
 
 #include "../harness.cuh"
+#include "../rows.cuh"
 #include "sgemm_tiled.cuh"
 #include "tile_configs.h"
 
 using namespace vecgemm;
-using S = TileShape<128, 128, 8, 64, 64, 8, 16, 2, true, false, kTileConfigs[2].pin_loads>;  // t816
-static_assert(kTileConfigs[2].tn == 16, "row 2 is tiled_128x128x8_t816");
+using S = harness::ShapeOf<harness::row("tiled_128x128x8_t816")>;
 constexpr bool kPin = (S::kPinLoadsMask >> order_index(Layout::ColMajor, Layout::RowMajor)) & 1;
 
 struct Split {
@@ -26,22 +26,13 @@ struct Split {
   __host__ __device__ int64_t start(int b) const { return int64_t(b) * tiles * iters / blocks; }
 };
 
-__device__ __forceinline__ void tile_origin(const GemmParams& p, int pid, int& m0, int& n0) {
-  // BlockTile's grouped rasterization (block_tile.cuh), for a tile index of our choosing.
-  const int tiles_m = (p.m + S::BM - 1) / S::BM, tiles_n = (p.n + S::BN - 1) / S::BN;
-  const int per_group = kRasterGroupM * tiles_n, first_m = (pid / per_group) * kRasterGroupM;
-  const int rows = min(tiles_m - first_m, kRasterGroupM);
-  m0 = (first_m + (pid % per_group) % rows) * S::BM;
-  n0 = ((pid % per_group) / rows) * S::BN;
-}
-
 // K iterations [it0, it0 + its) of tile pid into a dense 128 x 128 partial.
 __device__ __forceinline__ void piece(const GemmParams& p, int pid, int it0, int its, float* partial,
                                       float (*As)[S::BK * S::kAsStride], float (*Bs)[S::BK * S::kBsStride]) {
   using LoaderA = TileLoader<S::BM, S::BK, S::kThreads, 4, false, S::kAsStride>;  // column-major A
   using LoaderB = TileLoader<S::BN, S::BK, S::kThreads, 4, false, S::kBsStride>;  // row-major B
   int m0, n0;
-  tile_origin(p, pid, m0, n0);
+  tile_origin(p.m, p.n, S::BM, S::BN, pid, m0, n0);
   const int64_t k0 = int64_t(it0) * S::BK;
   LoaderA load_a(p.a.ptr + k0 * p.a.ld + m0, p.a.ld, p.m - m0);
   LoaderB load_b(p.b.ptr + k0 * p.b.ld + n0, p.b.ld, p.n - n0);
@@ -101,7 +92,7 @@ __global__ void __launch_bounds__(256) fixup(const GemmParams p, Split s, const 
   while (b > 0 && s.start(b) > lo) --b;
   while (s.start(b + 1) <= lo) ++b;
   int m0, n0;
-  tile_origin(p, s.first_tile + t, m0, n0);
+  tile_origin(p.m, p.n, S::BM, S::BN, s.first_tile + t, m0, n0);
   for (int e = threadIdx.x * 4; e < S::BM * S::BN; e += 256 * 4) {
     float4 sum = make_float4(0.f, 0.f, 0.f, 0.f);
     for (int c = b; c < s.blocks && s.start(c) < hi; ++c) {
