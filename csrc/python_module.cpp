@@ -17,7 +17,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("set_autotune", &vecgemm::set_autotune);
   m.def("autotune_enabled", &vecgemm::autotune_enabled);
   m.def("tuning_entries", &vecgemm::tuning_entries);
-  m.def("add_tuning_entry", &vecgemm::add_tuning_entry);
+  m.def("add_tuning_entry", &vecgemm::add_tuning_entry, py::arg("key"), py::arg("config"), py::arg("splits"),
+        py::arg("stream_k") = false);
+  m.def("tuning_key", &vecgemm::tuning_key, py::arg("A"), py::arg("B"),
+        "The tuning cache's key for A @ B under the auto variant (after its copies).");
   m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);
   m.def("_set_checked_loads_only", &vecgemm::set_checked_loads_only,
         "Measurement knob: every block takes the bounds-checked loads (edge-handling cost).");

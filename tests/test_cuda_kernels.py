@@ -343,6 +343,23 @@ def test_stream_k_tail(layout, m, n, k):
     assert torch.equal(run_strict(A, B, variant=variant), run_strict(A, B, variant=variant))
 
 
+@pytest.mark.parametrize("stream_k", [True, False])
+def test_stream_k_from_the_cache(stream_k):
+    # A cached choice decides the tail, either way, under the auto variant; asked for where
+    # the problem has no whole wave, the tiling runs without it.
+    config = "tiled_128x128x8_t816"
+    torch_vecgemm._C.clear_tuning_cache()
+    try:
+        for m, n, k, tail in [(3000, 3000, 520, stream_k), (2050, 2050, 251, stream_k), (1024, 1024, 200, False)]:
+            A, B, C = aligned_operand(m, k, "c"), aligned_operand(k, n, "r"), randn(m, n)
+            torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), config, 1, stream_k=stream_k)
+            selected = torch_vecgemm.selected_kernel(A, B)  # the name, then the copies made
+            assert selected.startswith(config) and ("stream-K tail" in selected) == tail, selected
+            assert_gemm_close(run_strict(A, B, C, 0.5, 2.0), A, B, C, 0.5, 2.0)
+    finally:
+        torch_vecgemm._C.clear_tuning_cache()
+
+
 def test_cuda_error_rules():
     A = randn(64, 32)
     with pytest.raises(RuntimeError, match="unknown variant 'nope'"):

@@ -14,7 +14,7 @@ import os
 
 from . import _C
 
-_FORMAT = 1
+_FORMAT = 2  # 2 added "stream_k"; format 1 files load with the tail off
 
 
 def autotune(enabled: bool = True) -> None:
@@ -22,13 +22,14 @@ def autotune(enabled: bool = True) -> None:
     _C.set_autotune(bool(enabled))
 
 
-def tuning_cache() -> dict[str, tuple[str, int]]:
-    """Problem key -> (tiling name, split-K factor) chosen so far by autotuning or loaded."""
-    return {key: (config, splits) for key, config, splits in _C.tuning_entries()}
+def tuning_cache() -> dict[str, tuple[str, int, bool]]:
+    """Problem key -> (tiling name, split-K factor, stream-K tail) chosen so far by
+    autotuning or loaded. ``_C.tuning_key(A, B)`` gives the key of a product."""
+    return {key: (config, splits, stream_k) for key, config, splits, stream_k in _C.tuning_entries()}
 
 
 def save_tuning_cache(path: str | os.PathLike) -> None:
-    entries = {key: {"config": c, "splits": s} for key, (c, s) in tuning_cache().items()}
+    entries = {key: {"config": c, "splits": s, "stream_k": t} for key, (c, s, t) in tuning_cache().items()}
     with open(path, "w") as f:
         json.dump({"format": _FORMAT, "entries": entries}, f, indent=1, sort_keys=True)
 
@@ -37,10 +38,10 @@ def load_tuning_cache(path: str | os.PathLike) -> int:
     """Adds the saved choices to the cache; returns how many were loaded."""
     with open(path) as f:
         data = json.load(f)
-    if data.get("format") != _FORMAT:
+    if data.get("format") not in (1, _FORMAT):
         raise ValueError(f"{path}: not a torch_vecgemm tuning cache (format {data.get('format')!r})")
     for key, entry in data["entries"].items():
-        _C.add_tuning_entry(key, entry["config"], int(entry["splits"]))
+        _C.add_tuning_entry(key, entry["config"], int(entry["splits"]), bool(entry.get("stream_k", False)))
     return len(data["entries"])
 
 

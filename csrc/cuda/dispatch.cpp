@@ -339,6 +339,15 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
          (stream_k_tail(key, c) ? " stream-K tail" : "") + (copied.empty() ? "" : ", copy of" + copied);
 }
 
+std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
+  const Reason reason = fallback_reason(A, B, std::nullopt, kAuto);
+  TORCH_CHECK(!reason, "vecgemm: A @ B falls back (", reason.value_or(""), "), so it has no tuning key");
+  const c10::cuda::CUDAGuard guard(A.device());
+  const bool d_vec4 = shape_of(A, B).n % 4 == 0;
+  const auto [a, b] = operands_for(A, B, -1, d_vec4);
+  return key_of(a, b, d_vec4).str();
+}
+
 std::vector<std::string> available_variants() {
   std::vector<std::string> names{kAuto, kVectorized, kGemv};
   for (const auto& c : kTileConfigs) names.emplace_back(c.name);

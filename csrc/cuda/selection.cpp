@@ -36,10 +36,17 @@ constexpr int kWarpsToHideScalarOutput = 16;
 // 1.06-1.23x the unchecked one depending on the tiling (benchmarks/edge_overhead.py,
 // docs/performance.md steps 2 and 15).
 constexpr double kCheckedLoop = 1.15;
-// The stream-K tail's blocks cost this much a unit of work against a one-tile wave's,
-// fix-up and launches included: 1.11-1.16 for t816 at 4096-8192 on the H200
-// (docs/performance.md, step 20).
-constexpr double kStreamKCost = 1.15;
+// The stream-K tail's blocks cost this much a unit of work against a whole wave's, and its
+// kernel a fixed 2 kLaunchNs more, plus two more launches: t816 at 3072-8192 and on four
+// model shapes measured 1.05 x the work + 4-6 us (docs/performance.md, step 21).
+constexpr double kStreamKCost = 1.05;
+constexpr double kStreamKFixedNs = 4 * kLaunchNs;
+// A partial wave of r blocks of occ keeps the SM at 0.55 + 0.45 r / occ of its full-wave
+// throughput where the r blocks keep two warps or more on each of its four schedulers (step
+// 9). One warp a scheduler has nothing to hide its latencies behind: t816's lone blocks
+// (occ 2) kept it at 0.52, a partial wave taking 516 us against a full one's 536 (3072^3,
+// step 21).
+constexpr double kOneWarpThroughput = 0.52;
 // Autotune times this many of the model's best candidates.
 constexpr int kAutotuneCandidates = 6;
 
@@ -79,55 +86,66 @@ int blocks_per_sm(const TiledKernel& kernel, int device) {
 
 int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
 
-struct Waves {
-  double block_times;           // the busiest SM's blocks, in one-block times
-  std::optional<StreamK> tail;  // the stream-K tail, where it is predicted faster
-};
-
 // The busiest SM's share of the tiles (edge tiles computed whole) in waves of as many blocks
-// as fit on it: full waves at full speed, a last partial wave of r blocks at 0.55 + 0.45 r /
-// occ of it per block (fewer blocks share the SM, each runs faster, not occ / r times
-// faster). For an unsplit problem of one batch on a row with the stream-K tail, the whole
-// waves and then the rest of the tiles' work spread over every slot at kStreamKCost, where
-// that is less.
-Waves waves_of(const ProblemKey& key, int config, int64_t real_splits, int device) {
+// as fit on it, in one-block times: full waves, then a partial one of r blocks at the
+// throughput above.
+double block_times(const ProblemKey& key, int config, int64_t real_splits, int device) {
   const TileConfigRow& c = kTileConfigs[config];
-  const int64_t tiles = ceil_div(key.m, c.bm) * ceil_div(key.n, c.bn);
-  const int64_t blocks = tiles * key.batch * real_splits;
-  const int sms = sm_count(device);
+  const int64_t blocks = ceil_div(key.m, c.bm) * ceil_div(key.n, c.bn) * key.batch * real_splits;
   const TiledKernel kernel = tiled_kernel(config, key.la, key.lb, key.vec4);
   const int occ = blocks_per_sm(kernel, device);
-  const int64_t per_sm = ceil_div(blocks, sms);
+  const int64_t per_sm = ceil_div(blocks, sm_count(device));
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
-  Waves w{double(full_waves * occ) + (rest > 0 ? rest / (0.55 + 0.45 * double(rest) / occ) : 0.0), std::nullopt};
-  if (kernel.stream_k == nullptr || real_splits != 1 || key.batch != 1) return w;
-  const int64_t slots = int64_t(sms) * occ, whole = tiles / slots, tail = tiles % slots;
-  // The fix-up's traffic in one-block times: every block boundary splits a tile, so about
-  // tail + slots pieces, each a partial tile written and read back, and D written.
-  const double fixup_ns = 4.0 * c.bm * c.bn * double(2 * (tail + slots) + tail) / kBytesPerNs + kLaunchNs;
-  const double block_ns = double(c.bm) * c.bn * key.k / kMacsPerNsPerSm;
-  const double tail_times = double(whole * occ) + double(tail) / slots * occ * kStreamKCost + fixup_ns / block_ns;
-  if (whole == 0 || tail == 0 || tail_times >= w.block_times) return w;
-  return Waves{tail_times, StreamK{int(whole * slots), int(tail), int(ceil_div(key.k, c.bk)), int(slots)}};
+  const double throughput = rest * kernel.threads >= 8 * 32 ? 0.55 + 0.45 * double(rest) / occ : kOneWarpThroughput;
+  return double(full_waves * occ) + (rest > 0 ? rest / throughput : 0.0);
 }
 
-// Estimated nanoseconds: the waves of blocks (waves_of), never faster than moving every
-// operand once; split-K adds the workspace round trip (partials written by the GEMM, read
-// back by the reduction) and a second launch.
-double model_ns(const ProblemKey& key, int config, int splits, int device) {
+// The stream-K tail's plan for an unsplit problem of one batch on a row that has it: the
+// tiles of the whole waves of resident blocks, then the rest's K iterations shared over every
+// slot. None where there is no whole wave or nothing left after them.
+std::optional<StreamK> stream_k_plan(const ProblemKey& key, int config, int device) {
+  const TileConfigRow& c = kTileConfigs[config];
+  const TiledKernel kernel = tiled_kernel(config, key.la, key.lb, key.vec4);
+  if (kernel.stream_k == nullptr || key.batch != 1) return std::nullopt;
+  const int64_t tiles = ceil_div(key.m, c.bm) * ceil_div(key.n, c.bn);
+  const int64_t slots = int64_t(sm_count(device)) * blocks_per_sm(kernel, device);
+  const int64_t whole = tiles / slots, tail = tiles % slots;
+  if (whole == 0 || tail == 0) return std::nullopt;
+  return StreamK{int(whole * slots), int(tail), int(ceil_div(key.k, c.bk)), int(slots)};
+}
+
+// block_times under the stream-K plan: the whole waves, then the tail's work spread over
+// every slot at kStreamKCost, its fixed cost, and the fix-up's traffic: every block
+// boundary splits a tile, so about tail + slots pieces, each a partial tile written and read
+// back (the fix-up ran at this rate with its launch hidden, step 21), and the tail's tiles
+// of D written.
+double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk, int device) {
+  const TileConfigRow& c = kTileConfigs[config];
+  const double occ = double(sk.blocks) / sm_count(device);
+  const double fixup_ns = 4.0 * c.bm * c.bn * double(2 * (sk.tiles + sk.blocks) + sk.tiles) / kBytesPerNs;
+  const double block_ns = double(c.bm) * c.bn * key.k / kMacsPerNsPerSm;
+  return double(sk.first_tile) / sk.blocks * occ + double(sk.tiles) / sk.blocks * occ * kStreamKCost +
+         (fixup_ns + kStreamKFixedNs) / block_ns;
+}
+
+// Estimated nanoseconds: the waves of blocks (block_times, or stream_k_block_times under a
+// stream-K plan), never faster than moving every operand once; split-K adds the workspace
+// round trip (partials written by the GEMM, read back by the reduction) and a second launch.
+double model_ns(const ProblemKey& key, int config, int splits, int device, const StreamK* sk = nullptr) {
   const TileConfigRow& c = kTileConfigs[config];
   const int slice = slice_for(key.k, splits, c.bk);
   const int64_t real_splits = ceil_div(key.k, slice);
   const TiledKernel kernel = tiled_kernel(config, key.la, key.lb, key.vec4);
   const int occ = blocks_per_sm(kernel, device);
-  const double block_times = waves_of(key, config, real_splits, device).block_times;
+  const double waves = sk != nullptr ? stream_k_block_times(key, config, *sk, device)
+                                     : block_times(key, config, real_splits, device);
   const int order = order_index(key.la, key.lb);
   double eff = c.eff_percent[order] / 100.0 * (kOrderPercent[order] / 100.0);
   // The last slice (the only one, unsplit) may end inside a K tile: its blocks run checked.
   const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
   if (last_slice % c.bk != 0) eff /= 1.0 + (kCheckedLoop - 1.0) / double(real_splits);
   if (!key.out_vec4 && occ * kernel.threads / 32 < kWarpsToHideScalarOutput) eff *= kScalarOutputFewWarps;
-  const double compute = block_times * c.bm * c.bn * slice / (kMacsPerNsPerSm * eff);
+  const double compute = waves * c.bm * c.bn * slice / (kMacsPerNsPerSm * eff);
   const double mn = double(key.batch) * key.m * key.n;
   const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
   double ns = std::max(compute, operands / kBytesPerNs) + kLaunchNs;
@@ -146,7 +164,10 @@ std::vector<std::pair<double, Choice>> ranked(const ProblemKey& key, int forced_
       const int real = int(ceil_div(key.k, slice));
       if (real == last_splits || (s > 1 && slice < kMinSlice)) continue;
       last_splits = real;
-      out.push_back({model_ns(key, c, real, device), Choice{c, real}});
+      out.push_back({model_ns(key, c, real, device), Choice{c, real, false}});
+      if (real > 1) continue;
+      if (const auto sk = stream_k_plan(key, c, device))
+        out.push_back({model_ns(key, c, 1, device, &*sk), Choice{c, 1, true}});
     }
   }
   std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
@@ -254,7 +275,8 @@ Choice choose(const ProblemKey& key, int forced_config, const GemmParams& params
 }
 
 bool stream_k_tail(const ProblemKey& key, Choice choice) {
-  return choice.splits == 1 && waves_of(key, choice.config, 1, c10::cuda::current_device()).tail.has_value();
+  const int slice = slice_for(key.k, choice.splits, kTileConfigs[choice.config].bk);
+  return choice.stream_k && slice >= key.k && stream_k_plan(key, choice.config, c10::cuda::current_device());
 }
 
 void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream) {
@@ -262,8 +284,8 @@ void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t 
   const TileConfigRow& c = kTileConfigs[choice.config];
   p.k_slice = slice_for(p.k, choice.splits, c.bk);
   p.k_splits = int(ceil_div(p.k, p.k_slice));
-  if (p.k_splits == 1) {
-    if (const auto sk = waves_of(key, choice.config, 1, c10::cuda::current_device()).tail) {
+  if (choice.stream_k && p.k_splits == 1) {
+    if (const auto sk = stream_k_plan(key, choice.config, c10::cuda::current_device())) {
       at::Tensor pieces;  // two partial tiles a block; for speed only, as the split-K workspace
       try {
         pieces = at::empty({2 * int64_t(sk->blocks) * c.bm * c.bn}, at::device(at::kCUDA).dtype(at::kFloat));
@@ -307,21 +329,21 @@ void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t 
 void set_autotune(bool enabled) { g_autotune = enabled; }
 bool autotune_enabled() { return g_autotune.load(); }
 
-std::vector<std::tuple<std::string, std::string, int>> tuning_entries() {
+std::vector<TuningEntry> tuning_entries() {
   std::lock_guard<std::mutex> lock(g_mutex);
-  std::vector<std::tuple<std::string, std::string, int>> out;
+  std::vector<TuningEntry> out;
   for (const auto& [key, choice] : g_cache)
-    out.emplace_back(key, kTileConfigs[choice.config].name, choice.splits);
+    out.emplace_back(key, kTileConfigs[choice.config].name, choice.splits, choice.stream_k);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-void add_tuning_entry(const std::string& key, const std::string& config, int splits) {
+void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k) {
   TORCH_CHECK(splits >= 1, "vecgemm: split count must be at least 1, got ", splits);
   for (int c = 0; c < kNumTileConfigs; ++c) {
     if (config == kTileConfigs[c].name) {
       std::lock_guard<std::mutex> lock(g_mutex);
-      g_cache[key] = Choice{c, splits};
+      g_cache[key] = Choice{c, splits, stream_k};
       return;
     }
   }

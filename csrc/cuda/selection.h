@@ -12,8 +12,9 @@
 namespace vecgemm {
 
 struct Choice {
-  int config;  // index into tile_configs.h
-  int splits;  // K slices; 1 = no split
+  int config;     // index into tile_configs.h
+  int splits;     // K slices; 1 = no split
+  bool stream_k;  // unsplit, with the last partial wave as the stream-K tail (sgemm_stream_k.cuh)
 };
 
 struct ProblemKey {
@@ -33,13 +34,13 @@ double model_best_ns(const ProblemKey& key);
 // The model's estimate of one pass copying `elements` floats into new storage.
 double copy_ns(int64_t elements);
 
-// Whether run_tiled runs this choice's last, partial wave of blocks as the stream-K tail
-// (sgemm_stream_k.cuh): the model's call, per problem.
+// Whether run_tiled runs this choice with the stream-K tail: asked for, unsplit, and the
+// problem has whole waves and a partial one.
 bool stream_k_tail(const ProblemKey& key, Choice choice);
 
-// Runs the tiled kernel (and the split-K reduction or the stream-K tail) with the given choice. Allocates the
-// split-K workspace from PyTorch's caching allocator (unsplit where it cannot) and walks
-// batches past grid limits.
+// Runs the tiled kernel (and the split-K reduction or the stream-K tail) with the given
+// choice. Allocates the workspaces from PyTorch's caching allocator (unsplit, without the
+// tail, where it cannot) and walks batches past grid limits.
 void run_tiled(GemmParams p, const ProblemKey& key, Choice choice, cudaStream_t stream);
 
 }  // namespace vecgemm
