@@ -11,9 +11,27 @@ namespace vecgemm {
 // that blocks running at the same time share panels of A and B in L2.
 constexpr int kRasterGroupM = 8;
 
-// Where tile `pid` of the raster order starts, for bm x bn tiles of an m x n output.
-__host__ __device__ __forceinline__ void tile_origin(int m, int n, int bm, int bn, int pid, int& m0, int& n0) {
-  const int tiles_m = (m + bm - 1) / bm, tiles_n = (n + bn - 1) / bn;
+// Where tile `pid` of the raster order starts, for bm x bn tiles of an m x n output. With
+// edges_last, the tiles of the last row and column of tiles where those are partial (edge
+// tiles, on the bounds-checked main loop) come after all the others: the stream-K plan's
+// whole waves then hold none of them, where each would hold up its wave's end (the next
+// launch waits for the slowest block), and its tail, shared evenly over every block, takes
+// their extra cost (docs/performance.md, step 21). Only the stream-K plan's kernels use it:
+// computed at run time, the order costs the register-limited kernels spills.
+__host__ __device__ __forceinline__ void tile_origin(int m, int n, int bm, int bn, int pid, int& m0, int& n0,
+                                                     bool edges_last = false) {
+  int tiles_m = (m + bm - 1) / bm, tiles_n = (n + bn - 1) / bn;
+  if (edges_last) {
+    const int edge_m = m % bm != 0, edge_n = n % bn != 0;
+    const int inner = (tiles_m - edge_m) * (tiles_n - edge_n);
+    if (pid >= inner) {  // the last column of tiles down to the corner, then the last row
+      const int e = pid - inner, column = edge_n ? tiles_m - edge_m : 0;
+      m0 = (e < column ? e : tiles_m - 1) * bm;
+      n0 = (e < column ? tiles_n - 1 : e - column) * bn;
+      return;
+    }
+    tiles_m -= edge_m, tiles_n -= edge_n;
+  }
   const int per_group = kRasterGroupM * tiles_n;
   const int first_m = (pid / per_group) * kRasterGroupM;
   const int rows = min(tiles_m - first_m, kRasterGroupM);
@@ -31,8 +49,9 @@ struct BlockTile {
   int a_row, b_col;
 
   // The block's own tile: blockIdx.x in raster order, blockIdx.z the batch and K split.
-  __device__ __forceinline__ explicit BlockTile(const GemmParams& p) {
-    place(p, blockIdx.x);
+  // edges_last, a constant where this is inlined, picks tile_origin's order.
+  __device__ __forceinline__ explicit BlockTile(const GemmParams& p, bool edges_last = false) {
+    place(p, blockIdx.x, edges_last);
     batch = blockIdx.z / p.k_splits;
     split = blockIdx.z % p.k_splits;
     k_begin = split * p.k_slice;
@@ -40,16 +59,18 @@ struct BlockTile {
     place_thread();
   }
 
-  // Tile `pid` (raster order) over K range [k_begin, k_begin + k_len) of batch 0: a piece
-  // of the stream-K tail (sgemm_stream_k.cuh).
+  // Tile `pid` (raster order, edge tiles last) over K range [k_begin, k_begin + k_len) of
+  // batch 0: a piece of the stream-K tail (sgemm_stream_k.cuh).
   __device__ __forceinline__ BlockTile(const GemmParams& p, int pid, int k_begin_, int k_len_) {
-    place(p, pid);
+    place(p, pid, true);
     batch = 0, split = 0;
     k_begin = k_begin_, k_len = k_len_;
     place_thread();
   }
 
-  __device__ __forceinline__ void place(const GemmParams& p, int pid) { tile_origin(p.m, p.n, S::BM, S::BN, pid, m0, n0); }
+  __device__ __forceinline__ void place(const GemmParams& p, int pid, bool edges_last) {
+    tile_origin(p.m, p.n, S::BM, S::BN, pid, m0, n0, edges_last);
+  }
 
   __device__ __forceinline__ void place_thread() {
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;

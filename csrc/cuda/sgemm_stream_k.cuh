@@ -6,7 +6,8 @@
 // whole tile and the rest none. With fewer iterations a block than a tile has, a block runs
 // at most two pieces: the end of one tile and the start of the next. Each piece's partial
 // tile goes to the workspace, and stream_k_fixup.cu adds each tile's pieces in block order
-// (the same order every run) and applies alpha, beta and C.
+// (the same order every run) and applies alpha, beta and C. All three take the tiles in
+// the raster order with the edge tiles last, so that the tail gets them (step 21).
 #pragma once
 #include "sgemm_tiled.cuh"
 

@@ -97,12 +97,14 @@ __device__ __forceinline__ void block_product(const GemmParams& p, const BlockTi
     mainloop<S, true, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
 }
 
-template <class S, Layout LA, Layout LB, int VEC>
+// kEdgesLast: the raster order with the edge tiles last (tile_origin), for the whole waves
+// of the stream-K plan (sgemm_stream_k.cuh).
+template <class S, Layout LA, Layout LB, int VEC, bool kEdgesLast = false>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const GemmParams p) {
   static_assert(S::kStoreStep < 0 || S::kPrefetchFragments, "early stores are a step of k_steps' prefetch");
   __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
   __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
-  const BlockTile<S> blk(p);
+  const BlockTile<S> blk(p, kEdgesLast);
   float acc[S::TM][S::TN];
   block_product<S, LA, LB, VEC>(p, blk, As, Bs, acc);
   store_accumulators(p, blk, acc);

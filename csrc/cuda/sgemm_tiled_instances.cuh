@@ -43,7 +43,7 @@ template <int I>
 void launch_stream_k(const GemmParams& p, const StreamK& sk, cudaStream_t stream) {
   using S = ShapeOf<I>;
   if (sk.first_tile > 0) {
-    sgemm_tiled<S, VECGEMM_LA, VECGEMM_LB, 4><<<sk.first_tile, S::kThreads, 0, stream>>>(p);
+    sgemm_tiled<S, VECGEMM_LA, VECGEMM_LB, 4, true><<<sk.first_tile, S::kThreads, 0, stream>>>(p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   }
   sgemm_stream_k<S, VECGEMM_LA, VECGEMM_LB><<<sk.blocks, S::kThreads, 0, stream>>>(p, sk);

@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kFixupThreads) stream_k_fixup(const GemmParams
     sum[0] += v.x; sum[1] += v.y; sum[2] += v.z; sum[3] += v.w;
   }
   int m0, n0;
-  tile_origin(p.m, p.n, bm, bn, sk.first_tile + t, m0, n0);
+  tile_origin(p.m, p.n, bm, bn, sk.first_tile + t, m0, n0, true);
   store_output4(p, 0, m0 + e / bn, n0 + e % bn, sum);
 }
 
