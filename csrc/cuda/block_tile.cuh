@@ -246,6 +246,23 @@ __device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_
   }
 }
 
+// The thread's accumulators into a dense BM x BN partial tile (row-major), raw, for a later
+// pass to add up: the stream-K tail's pieces (sgemm_stream_k.cuh, stream_k_fixup.cu).
+template <class S>
+__device__ __forceinline__ void store_partial_tile(float* tile, int a_row, int b_col,
+                                                   const float (&acc)[S::TM][S::TN]) {
+#pragma unroll
+  for (int fm = 0; fm < S::kFragsM; ++fm)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int fn = 0; fn < S::kFragsN; ++fn) {
+        const int r = a_row + fm * S::kLanesM * 4 + i, c = b_col + fn * S::kLanesN * 4;
+        const float* v = &acc[fm * 4 + i][fn * 4];
+        *reinterpret_cast<float4*>(&tile[r * S::BN + c]) = make_float4(v[0], v[1], v[2], v[3]);
+      }
+}
+
 // D = alpha * acc + beta * C, or the raw partial sums of a K split, four columns at a time.
 template <class S>
 __device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,

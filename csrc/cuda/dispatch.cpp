@@ -204,6 +204,15 @@ ProblemKey key_of(const at::Tensor& A, const at::Tensor& B, bool out_vec4) {
                     vec4_ok(A, sa) && vec4_ok(B, sb), out_vec4};
 }
 
+// The operands variant `index` multiplies for A @ B and their problem key, as the
+// out-of-place ops run it: D freshly allocated, dense. The caller holds a device guard.
+std::tuple<at::Tensor, at::Tensor, ProblemKey> planned_problem(const at::Tensor& A, const at::Tensor& B, int index) {
+  const bool d_vec4 = shape_of(A, B).n % 4 == 0;
+  auto [a, b] = operands_for(A, B, index, d_vec4);
+  const ProblemKey key = key_of(a, b, d_vec4);
+  return {std::move(a), std::move(b), key};
+}
+
 // The operands' part of the kernel parameters; the caller fills in D and C.
 GemmParams operand_params(const at::Tensor& A, const at::Tensor& B, double alpha) {
   const GemmShape s = shape_of(A, B);
@@ -321,10 +330,7 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
   const int index = *variant_index(variant);
   if (index == kVectorizedIndex) return kVectorized;
   const c10::cuda::CUDAGuard guard(A.device());
-  // As the out-of-place ops run it: D freshly allocated, dense.
-  const bool d_vec4 = shape_of(A, B).n % 4 == 0;
-  const auto [a, b] = operands_for(A, B, index, d_vec4);
-  const ProblemKey key = key_of(a, b, d_vec4);
+  const auto [a, b, key] = planned_problem(A, B, index);
   if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb))) return kGemv;
   const Choice c = choose(key, index, operand_params(a, b, 1.0), c10::cuda::getCurrentCUDAStream());
   // "copy of A (column-major) B": the operands copied, with the order where it changed.
@@ -343,9 +349,7 @@ std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
   const Reason reason = fallback_reason(A, B, std::nullopt, kAuto);
   TORCH_CHECK(!reason, "vecgemm: A @ B falls back (", reason.value_or(""), "), so it has no tuning key");
   const c10::cuda::CUDAGuard guard(A.device());
-  const bool d_vec4 = shape_of(A, B).n % 4 == 0;
-  const auto [a, b] = operands_for(A, B, -1, d_vec4);
-  return key_of(a, b, d_vec4).str();
+  return std::get<2>(planned_problem(A, B, -1)).str();
 }
 
 std::vector<std::string> available_variants() {

@@ -35,17 +35,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_stream_k(con
     block_product<S, LA, LB, 4>(p, blk, As, Bs, acc);
     // The partial tile, dense BM x BN in slot 2 b + j; elements outside the problem hold the
     // zero-filled loads' zeros, and the fix-up does not store them.
-    float* slot = p.workspace + (2 * int64_t(blockIdx.x) + j) * (S::BM * S::BN);
-#pragma unroll
-    for (int fm = 0; fm < S::kFragsM; ++fm)
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int fn = 0; fn < S::kFragsN; ++fn) {
-          const int r = blk.a_row + fm * S::kLanesM * 4 + i, c = blk.b_col + fn * S::kLanesN * 4;
-          const float* v = &acc[fm * 4 + i][fn * 4];
-          *reinterpret_cast<float4*>(&slot[r * S::BN + c]) = make_float4(v[0], v[1], v[2], v[3]);
-        }
+    store_partial_tile<S>(p.workspace + (2 * int64_t(blockIdx.x) + j) * (S::BM * S::BN), blk.a_row, blk.b_col, acc);
   }
 }
 

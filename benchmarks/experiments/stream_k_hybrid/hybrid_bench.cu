@@ -42,17 +42,7 @@ __device__ __forceinline__ void piece(const GemmParams& p, int pid, int it0, int
   float acc[S::TM][S::TN];
   zero<S>(acc);
   mainloop<S, false, kPin>(load_a, load_b, As, Bs, its * S::BK, a_row, b_col, acc);
-#pragma unroll
-  for (int fm = 0; fm < S::kFragsM; ++fm)
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int fn = 0; fn < S::kFragsN; ++fn) {
-        const int r = a_row + fm * S::kLanesM * 4 + i, c = b_col + fn * S::kLanesN * 4;
-        *reinterpret_cast<float4*>(&partial[r * S::BN + c]) =
-            make_float4(acc[fm * 4 + i][fn * 4], acc[fm * 4 + i][fn * 4 + 1], acc[fm * 4 + i][fn * 4 + 2],
-                        acc[fm * 4 + i][fn * 4 + 3]);
-      }
+  store_partial_tile<S>(partial, a_row, b_col, acc);
 }
 
 // Block b: iterations [start(b), start(b + 1)) of the stream-K tiles, at most two pieces
