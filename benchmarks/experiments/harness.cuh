@@ -66,6 +66,17 @@ inline float error_against(const float* D, const double* Ref, int64_t count) {
   return e;
 }
 
+// The square sizes named on the command line (default 2048, 4096, 8192), and the most
+// elements any of them needs.
+inline std::vector<int> sizes_from(int argc, char** argv, int64_t& most) {
+  std::vector<int> sizes;
+  for (int i = 1; i < argc; ++i) sizes.push_back(atoi(argv[i]));
+  if (sizes.empty()) sizes = {2048, 4096, 8192};
+  most = 0;
+  for (int n : sizes) most = std::max(most, int64_t(n) * n);
+  return sizes;
+}
+
 // Median milliseconds of `reps` timed launches (CUDA events) after `warmup` untimed ones.
 template <class F>
 float median_ms(F&& run, int reps = 10, int warmup = 2) {

@@ -140,11 +140,8 @@ __global__ void __launch_bounds__(kThreads, 2) sgemm_kc(const float* __restrict_
 using T816 = harness::ShapeOf<harness::row("tiled_128x128x8_t816")>;
 
 int main(int argc, char** argv) {
-  std::vector<int> sizes;
-  for (int i = 1; i < argc; ++i) sizes.push_back(atoi(argv[i]));
-  if (sizes.empty()) sizes = {2048, 4096, 8192};
-  int64_t most = 0;
-  for (int n : sizes) most = std::max(most, int64_t(n) * n);
+  int64_t most;
+  const std::vector<int> sizes = harness::sizes_from(argc, argv, most);
   float *A, *At, *B, *D;
   CK(cudaMalloc(&A, most * 4)); CK(cudaMalloc(&At, most * 4)); CK(cudaMalloc(&B, most * 4)); CK(cudaMalloc(&D, most * 4));
   cublasHandle_t handle;
