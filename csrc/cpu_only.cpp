@@ -25,6 +25,7 @@ std::string tuning_key(const at::Tensor&, const at::Tensor&) {
 }
 void clear_tuning_cache() {}
 void set_checked_loads_only(bool) {}
+void set_dependent_launch(bool) {}
 
 std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
   return "fallback: " + *fallback_reason(A, B, std::nullopt, variant);

@@ -24,6 +24,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);
   m.def("_set_checked_loads_only", &vecgemm::set_checked_loads_only,
         "Measurement knob: every block takes the bounds-checked loads (edge-handling cost).");
+  m.def("_set_dependent_launch", &vecgemm::set_dependent_launch,
+        "Measurement knob: whether the second passes may overlap the end of the kernel before them.");
   m.def("selected_kernel", &vecgemm::selected_kernel, py::arg("A"), py::arg("B"), py::arg("variant") = "auto",
         "The kernel (and split-K factor) A @ B would run on, or 'fallback: <reason>'.");
 }

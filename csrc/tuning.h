@@ -24,6 +24,10 @@ void clear_tuning_cache();
 
 // Measurement knob: make every block of the tiled kernel take its bounds-checked loads.
 void set_checked_loads_only(bool enabled);
+// Measurement knob: whether the second passes (split-K reduction, stream-K fix-up) may
+// overlap the end of the kernel before them (programmatic dependent launch; on unless
+// VECGEMM_DEPENDENT_LAUNCH=0).
+void set_dependent_launch(bool enabled);
 
 // What A @ B would run on: a kernel name (with its split-K factor) or "fallback: <reason>".
 std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant);

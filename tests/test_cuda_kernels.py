@@ -360,6 +360,38 @@ def test_stream_k_from_the_cache(stream_k):
         torch_vecgemm._C.clear_tuning_cache()
 
 
+@pytest.mark.parametrize("overlap", [True, False])
+def test_dependent_launch_chain(overlap):
+    # The second passes (the stream-K fix-up, the split-K reduction) may start before the
+    # kernel before them has ended (dependent_launch.cuh). Products fed straight into each
+    # other, and into a torch kernel, must still see every kernel of the one before complete:
+    # a copy of A, the whole waves, the tail and its fix-up; a split-K product and its
+    # reduction; a plain product.
+    torch_vecgemm._C.clear_tuning_cache()
+    torch_vecgemm._C._set_dependent_launch(overlap)
+    try:
+        A1, B1, B2, B3 = randn(3000, 520), randn(520, 3000), randn(3000, 48), randn(48, 40)
+        torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A1, B1), "tiled_128x128x8_t816", 1, stream_k=True)
+        plan1 = torch_vecgemm.selected_kernel(A1, B1)
+        assert "stream-K tail" in plan1 and "copy of A" in plan1, plan1
+        poison_allocator((3000, 3000))
+        D1 = ops.sgemm(A1, B1, None, 1.0, 0.0, "auto")
+        # D1 (3000 x 3000, rows 16-byte aligned) times a skinny B: split-K, right behind it.
+        torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(D1, B2), "tiled_64x128x8", 8)
+        assert "split-k 8" in torch_vecgemm.selected_kernel(D1, B2)
+        D2 = ops.sgemm(D1, B2, None, 1.0, 0.0, "auto")
+        D3 = ops.sgemm(D2, B3, None, 1.0, 0.0, "auto")
+        D4 = D3 * 2.0  # a plain torch launch behind the last product
+        torch.cuda.synchronize()
+        assert_gemm_close(D1, A1, B1)
+        assert_gemm_close(D2, D1, B2)
+        assert_gemm_close(D3, D2, B3)
+        assert torch.equal(D4, D3 * 2.0)
+    finally:
+        torch_vecgemm._C._set_dependent_launch(True)
+        torch_vecgemm._C.clear_tuning_cache()
+
+
 def test_cuda_error_rules():
     A = randn(64, 32)
     with pytest.raises(RuntimeError, match="unknown variant 'nope'"):

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <tuple>
 
@@ -24,6 +25,10 @@ namespace vecgemm {
 namespace {
 
 std::atomic<bool> g_checked_loads_only{false};
+std::atomic<bool> g_dependent_launch{[] {
+  const char* v = std::getenv("VECGEMM_DEPENDENT_LAUNCH");
+  return !(v && std::string(v) == "0");
+}()};
 
 TiledKernel (&kernel_table())[kNumTileConfigs][2][2][2] {
   static TiledKernel table[kNumTileConfigs][2][2][2] = {};
@@ -359,6 +364,8 @@ std::vector<std::string> available_variants() {
 }
 
 void set_checked_loads_only(bool enabled) { g_checked_loads_only = enabled; }
+void set_dependent_launch(bool enabled) { g_dependent_launch = enabled; }
+bool dependent_launch_enabled() { return g_dependent_launch.load(); }
 
 void register_tiled_kernel(int config, Layout la, Layout lb, bool vec4, TiledKernel kernel) {
   kernel_table()[config][int(la)][int(lb)][vec4] = kernel;

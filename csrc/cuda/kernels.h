@@ -8,6 +8,11 @@
 
 namespace vecgemm {
 
+// Whether the second passes (split-K reduction, stream-K fix-up) may overlap the end of the
+// kernel before them (dependent_launch.cuh): on, unless VECGEMM_DEPENDENT_LAUNCH=0 or
+// set_dependent_launch(false).
+bool dependent_launch_enabled();
+
 using LaunchFn = void (*)(const GemmParams&, cudaStream_t);
 // The stream-K tail's launch: sk.first_tile tiles by the tiled kernel (whole waves), then
 // the tail's pieces into p.workspace (sgemm_stream_k.cuh); launch_stream_k_fixup follows.

@@ -11,6 +11,7 @@
 #include "../gemm_params.h"
 #include "async_tile.cuh"
 #include "block_tile.cuh"
+#include "dependent_launch.cuh"
 #include "tile_shape.h"
 
 namespace vecgemm {
@@ -81,6 +82,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const 
   static_assert(!S::kSteerBanks, "B's 16-byte copies cannot swap pairs (docs/performance.md, step 11)");
   static_assert(S::kPinLoadsMask == 0, "cp.async has no staging registers for ptxas to free");
   static_assert(S::kStoreStep < 0, "cp.async has no staged stores");
+  allow_dependents();  // a split-K reduction after it may launch now (dependent_launch.cuh)
   using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor, S::kAsStride>;
   using TileB = AsyncTile<S::BN, S::BK, S::kThreads, LB == Layout::ColMajor, S::kBsStride>;
   __shared__ __align__(16) float As[S::kStages][TileA::kFloats];

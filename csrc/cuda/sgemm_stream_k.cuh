@@ -18,6 +18,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_stream_k(con
   static_assert(!S::kSteerBanks, "the partial tiles are stored from the accumulators themselves");
   __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
   __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
+  allow_dependents();  // the fix-up may launch now (dependent_launch.cuh)
   const int64_t begin = sk.start(blockIdx.x), end = sk.start(blockIdx.x + 1);
   const int tile = int(begin / sk.iters);
   const int64_t split = min(end, int64_t(tile + 1) * sk.iters);  // where the first piece ends

@@ -15,6 +15,7 @@
 
 #include "../gemm_params.h"
 #include "block_tile.cuh"
+#include "dependent_launch.cuh"
 #include "tile_configs.h"
 #include "tile_loader.cuh"
 #include "tile_shape.h"
@@ -104,6 +105,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
   static_assert(S::kStoreStep < 0 || S::kPrefetchFragments, "early stores are a step of k_steps' prefetch");
   __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
   __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
+  allow_dependents();  // a split-K reduction after it may launch now (dependent_launch.cuh)
   const BlockTile<S> blk(p, kEdgesLast);
   float acc[S::TM][S::TN];
   block_product<S, LA, LB, VEC>(p, blk, As, Bs, acc);

@@ -5,12 +5,15 @@
 
 #include <algorithm>
 
+#include "dependent_launch.cuh"
+#include "dependent_launch.h"
 #include "epilogue.cuh"
 #include "kernels.h"
 
 namespace vecgemm {
 
 __global__ void splitk_reduce(const GemmParams p) {
+  wait_for_predecessor();  // the partial products (dependent_launch.cuh)
   const int quads = (p.n + 3) / 4;
   const int64_t total = int64_t(p.batch) * p.m * quads;
   for (int64_t q = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; q < total;
@@ -38,8 +41,7 @@ void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream) {
   constexpr int kThreads = 256;
   const int64_t quads = int64_t(p.batch) * p.m * ((p.n + 3) / 4);
   const int blocks = static_cast<int>(std::min<int64_t>((quads + kThreads - 1) / kThreads, 65536));
-  splitk_reduce<<<blocks, kThreads, 0, stream>>>(p);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_dependent(splitk_reduce, blocks, kThreads, stream, p);
 }
 
 }  // namespace vecgemm

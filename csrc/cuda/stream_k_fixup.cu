@@ -6,6 +6,8 @@
 #include <c10/cuda/CUDAException.h>
 
 #include "block_tile.cuh"
+#include "dependent_launch.cuh"
+#include "dependent_launch.h"
 #include "epilogue.cuh"
 #include "kernels.h"
 
@@ -14,6 +16,7 @@ namespace vecgemm {
 constexpr int kFixupThreads = 256;
 
 __global__ void __launch_bounds__(kFixupThreads) stream_k_fixup(const GemmParams p, const StreamK sk, int bm, int bn) {
+  wait_for_predecessor();  // the tail's pieces (dependent_launch.cuh)
   const int t = blockIdx.x;
   const int e = (blockIdx.y * kFixupThreads + threadIdx.x) * 4;
   if (e >= bm * bn) return;
@@ -38,8 +41,7 @@ __global__ void __launch_bounds__(kFixupThreads) stream_k_fixup(const GemmParams
 
 void launch_stream_k_fixup(const GemmParams& p, const StreamK& sk, int bm, int bn, cudaStream_t stream) {
   const dim3 grid(sk.tiles, (bm * bn / 4 + kFixupThreads - 1) / kFixupThreads);
-  stream_k_fixup<<<grid, kFixupThreads, 0, stream>>>(p, sk, bm, bn);
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  launch_dependent(stream_k_fixup, grid, kFixupThreads, stream, p, sk, bm, bn);
 }
 
 }  // namespace vecgemm
