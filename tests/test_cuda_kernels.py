@@ -484,6 +484,32 @@ def test_cuda_graph_capture():
     assert_gemm_close(out, A, B)
 
 
+@pytest.mark.parametrize("plan", ["split-k", "stream-K tail"])
+def test_cuda_graph_capture_second_pass(plan):
+    # The second passes are launched dependent (dependent_launch.cuh); captured in a graph,
+    # that becomes a programmatic edge, and replays must still see the first pass complete.
+    torch_vecgemm._C.clear_tuning_cache()
+    try:
+        if plan == "split-k":
+            A, B = randn(32, 8192), randn(8192, 64)
+        else:
+            A, B = randn(3000, 520), randn(520, 3000)
+            torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), "tiled_128x128x8_t816", 1, stream_k=True)
+        assert plan in torch_vecgemm.selected_kernel(A, B)
+        out = torch_vecgemm.mm(A, B)  # warm-up outside the graph
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = torch_vecgemm.mm(A, B)
+        for _ in range(2):
+            A.copy_(randn(*A.shape))
+            out.fill_(float("nan"))
+            graph.replay()
+            torch.cuda.synchronize()
+            assert_gemm_close(out, A, B)
+    finally:
+        torch_vecgemm._C.clear_tuning_cache()
+
+
 def test_autotune_mode(tmp_path):
     torch_vecgemm._C.clear_tuning_cache()
     torch_vecgemm.autotune(True)
