@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #define CK(x)                                                                         \
@@ -96,6 +97,40 @@ float median_ms(F&& run, int reps = 10, int warmup = 2) {
   CK(cudaEventDestroy(e0)); CK(cudaEventDestroy(e1));
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+// One timed case of an experiment: its launches, the float64 reference its output (D) is
+// checked against, and whether it is the baseline the cases after it are timed against.
+struct Case {
+  const char* name;
+  std::function<void()> run;
+  const double* ref;
+  bool baseline;
+};
+
+// Two rounds over the cases at size n (square, output D): in the first, where n == check,
+// each output is NaN-poisoned, then checked against its reference; every case's median
+// time is printed with the latest baseline's time over it ("x <vs>"), names `width` wide.
+inline void time_cases(int n, int check, float* D, const std::vector<Case>& cases, const char* vs, int width) {
+  const int64_t nn = int64_t(n) * n;
+  float base = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const Case& c : cases) {
+      float err = 0;
+      if (n == check && round == 0) {
+        CK(cudaMemset(D, 0xff, nn * 4));  // NaN poison: unwritten elements show
+        c.run();
+        CK(cudaGetLastError());
+        err = error_against(D, c.ref, nn);
+      }
+      const float ms = median_ms([&] { c.run(); });
+      CK(cudaGetLastError());
+      if (c.baseline) base = ms;
+      printf("%5d round %d %-*s %8.4f ms  x %s %.4f", n, round, width, c.name, ms, vs, base / ms);
+      if (n == check && round == 0) printf("  max abs err %.2e", err);
+      printf("\n");
+      fflush(stdout);
+    }
 }
 
 }  // namespace harness

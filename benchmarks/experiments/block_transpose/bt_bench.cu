@@ -13,8 +13,6 @@
 //   cublasSgemm on the same operands; outputs checked against float64 at 2048.
 #include <cublas_v2.h>
 
-#include <functional>
-
 #include "../harness.cuh"
 #include "../rows.cuh"
 #include "sgemm_tiled.cuh"
@@ -136,48 +134,25 @@ int main(int argc, char** argv) {
     cr_copies.a = Operand{At, n, 0}; cr_copies.b = Operand{Bt, n, 0};  // rc's operands as auto copies them
     const int tiles = (n / 128) * (n / 128);
     constexpr Layout R = Layout::RowMajor, C = Layout::ColMajor;
-    struct Case {
-      const char* name;
-      int lb;  // B's order: 0 row-major (reference rr), 1 column-major (rc)
-      std::function<void()> run;
-    };
-    // Row-major D = A @ B is D^T = B^T A^T in cuBLAS' column-major terms.
-    const Case cases[] = {
-        {"cublas rr", 0, [&] { cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n); }},
-        {"t816 cr, copy of A", 0, [&] { copy_a(); sgemm_tiled<T816, C, R, 4><<<tiles, 128>>>(cr); }},
-        {"t816 cr (no copy)", 0, [&] { sgemm_tiled<T816, C, R, 4><<<tiles, 128>>>(cr); }},
-        {"t816 rr", 0, [&] { sgemm_tiled<T816, R, R, 4><<<tiles, 128>>>(rr); }},
-        {"kb2 rr free", 0, [&] { sgemm_bt<T816P<0>, R, R, 2><<<tiles, 128>>>(rr); }},
-        {"kb2 rr held", 0, [&] { sgemm_bt<T816P<1>, R, R, 2><<<tiles, 128>>>(rr); }},
-        {"kb1 rr free", 0, [&] { sgemm_bt<T816P<0>, R, R, 1><<<tiles, 128>>>(rr); }},
-        {"kb1 rr held", 0, [&] { sgemm_bt<T816P<1>, R, R, 1><<<tiles, 128>>>(rr); }},
-        {"cublas rc", 1, [&] { cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n); }},
-        {"t816 cr, copies A, B", 1, [&] { copy_a(); copy_b(); sgemm_tiled<T816, C, R, 4><<<tiles, 128>>>(cr_copies); }},
-        {"t816 rc", 1, [&] { sgemm_tiled<T816, R, C, 4><<<tiles, 128>>>(rr); }},
-        {"kb2 rc free", 1, [&] { sgemm_bt<T816P<0>, R, C, 2><<<tiles, 128>>>(rr); }},
-        {"kb2 rc held", 1, [&] { sgemm_bt<T816P<2>, R, C, 2><<<tiles, 128>>>(rr); }},
-        {"kb1 rc free", 1, [&] { sgemm_bt<T816P<0>, R, C, 1><<<tiles, 128>>>(rr); }},
-        {"kb1 rc held", 1, [&] { sgemm_bt<T816P<2>, R, C, 1><<<tiles, 128>>>(rr); }},
-    };
-    for (int round = 0; round < 2; ++round) {
-      float base = 0;
-      for (const Case& c : cases) {
-        float err = 0;
-        if (n == check && round == 0) {
-          CK(cudaMemset(D, 0xff, nn * 4));  // NaN poison: unwritten elements show
-          c.run();
-          CK(cudaGetLastError());
-          err = harness::error_against(D, c.lb ? RefRC : RefRR, nn);
-        }
-        const float ms = harness::median_ms([&] { c.run(); });
-        CK(cudaGetLastError());
-        if (strncmp(c.name, "cublas", 6) == 0) base = ms;  // each order's cuBLAS comes first
-        printf("%5d round %d %-22s %8.4f ms  x cublas %.4f", n, round, c.name, ms, base / ms);
-        if (n == check && round == 0) printf("  max abs err %.2e", err);
-        printf("\n");
-        fflush(stdout);
-      }
-    }
+    // Row-major D = A @ B is D^T = B^T A^T in cuBLAS' column-major terms. Each order's
+    // cuBLAS is its cases' baseline; rc reads the same B as column-major (RefRC).
+    harness::time_cases(n, check, D, {
+        {"cublas rr", [&] { cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n); }, RefRR, true},
+        {"t816 cr, copy of A", [&] { copy_a(); sgemm_tiled<T816, C, R, 4><<<tiles, 128>>>(cr); }, RefRR, false},
+        {"t816 cr (no copy)", [&] { sgemm_tiled<T816, C, R, 4><<<tiles, 128>>>(cr); }, RefRR, false},
+        {"t816 rr", [&] { sgemm_tiled<T816, R, R, 4><<<tiles, 128>>>(rr); }, RefRR, false},
+        {"kb2 rr free", [&] { sgemm_bt<T816P<0>, R, R, 2><<<tiles, 128>>>(rr); }, RefRR, false},
+        {"kb2 rr held", [&] { sgemm_bt<T816P<1>, R, R, 2><<<tiles, 128>>>(rr); }, RefRR, false},
+        {"kb1 rr free", [&] { sgemm_bt<T816P<0>, R, R, 1><<<tiles, 128>>>(rr); }, RefRR, false},
+        {"kb1 rr held", [&] { sgemm_bt<T816P<1>, R, R, 1><<<tiles, 128>>>(rr); }, RefRR, false},
+        {"cublas rc", [&] { cublasSgemm(handle, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n); }, RefRC, true},
+        {"t816 cr, copies A, B", [&] { copy_a(); copy_b(); sgemm_tiled<T816, C, R, 4><<<tiles, 128>>>(cr_copies); }, RefRC, false},
+        {"t816 rc", [&] { sgemm_tiled<T816, R, C, 4><<<tiles, 128>>>(rr); }, RefRC, false},
+        {"kb2 rc free", [&] { sgemm_bt<T816P<0>, R, C, 2><<<tiles, 128>>>(rr); }, RefRC, false},
+        {"kb2 rc held", [&] { sgemm_bt<T816P<2>, R, C, 2><<<tiles, 128>>>(rr); }, RefRC, false},
+        {"kb1 rc free", [&] { sgemm_bt<T816P<0>, R, C, 1><<<tiles, 128>>>(rr); }, RefRC, false},
+        {"kb1 rc held", [&] { sgemm_bt<T816P<2>, R, C, 1><<<tiles, 128>>>(rr); }, RefRC, false},
+    }, "cublas", 22);
   }
   return 0;
 }

@@ -13,8 +13,6 @@
 //   and on cr (the copy auto makes), cublasSgemm rr and cr; errors checked at 2048.
 #include <cublas_v2.h>
 
-#include <functional>
-
 #include "../harness.cuh"
 #include "../rows.cuh"
 #include "sgemm_tiled.cuh"
@@ -168,37 +166,15 @@ int main(int argc, char** argv) {
     prr.a = Operand{A, n, 0};
     pcr.a = Operand{At, n, 0};
     const int tiles = (n / 128) * (n / 128);
-    struct Case {
-      const char* name;
-      std::function<void()> run;
-    };
     // Row-major D = A @ B is D^T = B^T A^T in cuBLAS' column-major terms.
-    const Case cases[] = {
-        {"cublas rr", [&] { cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n); }},
-        {"cublas cr", [&] { cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, n, n, n, &one, B, n, At, n, &zero, D, n); }},
-        {"t816 rr", [&] { sgemm_tiled<T816, Layout::RowMajor, Layout::RowMajor, 4><<<tiles, 128>>>(prr); }},
-        {"t816 cr (copied A)", [&] { sgemm_tiled<T816, Layout::ColMajor, Layout::RowMajor, 4><<<tiles, 128>>>(pcr); }},
-        {"kc rr, loads held", [&] { kc::sgemm_kc<true><<<tiles, kc::kThreads>>>(A, B, D, n); }},
-        {"kc rr, loads free", [&] { kc::sgemm_kc<false><<<tiles, kc::kThreads>>>(A, B, D, n); }},
-    };
-    float base = 0;
-    for (int round = 0; round < 2; ++round)
-      for (const Case& c : cases) {
-        float err = 0;
-        if (n == check && round == 0) {
-          CK(cudaMemset(D, 0xff, nn * 4));  // NaN poison: unwritten elements show
-          c.run();
-          CK(cudaGetLastError());
-          err = harness::error_against(D, Ref, nn);
-        }
-        const float ms = harness::median_ms([&] { c.run(); });
-        CK(cudaGetLastError());
-        if (strcmp(c.name, "cublas rr") == 0) base = ms;  // the first case of each round
-        printf("%5d round %d %-20s %8.4f ms  x cublas rr %.4f", n, round, c.name, ms, base / ms);
-        if (n == check && round == 0) printf("  max abs err %.2e", err);
-        printf("\n");
-        fflush(stdout);
-      }
+    harness::time_cases(n, check, D, {
+        {"cublas rr", [&] { cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, B, n, A, n, &zero, D, n); }, Ref, true},
+        {"cublas cr", [&] { cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, n, n, n, &one, B, n, At, n, &zero, D, n); }, Ref, false},
+        {"t816 rr", [&] { sgemm_tiled<T816, Layout::RowMajor, Layout::RowMajor, 4><<<tiles, 128>>>(prr); }, Ref, false},
+        {"t816 cr (copied A)", [&] { sgemm_tiled<T816, Layout::ColMajor, Layout::RowMajor, 4><<<tiles, 128>>>(pcr); }, Ref, false},
+        {"kc rr, loads held", [&] { kc::sgemm_kc<true><<<tiles, kc::kThreads>>>(A, B, D, n); }, Ref, false},
+        {"kc rr, loads free", [&] { kc::sgemm_kc<false><<<tiles, kc::kThreads>>>(A, B, D, n); }, Ref, false},
+    }, "cublas rr", 20);
   }
   return 0;
 }
