@@ -397,6 +397,31 @@ def patch_function(body, strategy, stats, beam=16):
     return changes
 
 
+def functions_in(data, pattern):
+    """(cubin offset, cubin size, name, offset of its code in data, code size, [(address,
+    text)]) for each function whose name matches `pattern` in the cubins embedded in data."""
+    for pos, size, sections in cubins(bytes(data)):
+        if not any(name.startswith(".text.") and re.search(pattern, name[6:]) for name in sections):
+            continue  # disassembling is most of the run time
+        funcs = listing(bytes(data[pos : pos + size]))
+        if funcs is None:
+            print(f"cubin at {pos:#x} ({size} bytes): cuobjdump cannot read it, left alone")
+            continue
+        for name, lines in funcs.items():
+            if re.search(pattern, name):
+                off, sec_size = sections[".text." + name]
+                yield pos, size, name, pos + off, sec_size, lines
+
+
+def write_library(data, like, out):
+    """Write data to out (atomically), with the file mode of `like`."""
+    tmp = out + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    shutil.copymode(like, tmp)
+    os.replace(tmp, out)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("path")
@@ -408,35 +433,20 @@ def main():
     args = ap.parse_args()
     data = bytearray(open(args.path, "rb").read())
     stats = {"functions": 0, "segments": 0, "ffma": 0, "guarded": 0}
-    for pos, size, sections in cubins(bytes(data)):
-        if not any(name.startswith(".text.") and re.search(args.function, name[6:]) for name in sections):
-            continue  # disassembling is most of the run time
-        funcs = listing(bytes(data[pos : pos + size]))
-        if funcs is None:
-            print(f"cubin at {pos:#x} ({size} bytes): cuobjdump cannot read it, left alone")
-            continue
-        for name, lines in funcs.items():
-            if not re.search(args.function, name):
-                continue
-            off, sec_size = sections[".text." + name]
-            base = pos + off
-            body = []
-            for addr, text in lines:
-                lo, hi = struct.unpack_from("<QQ", data, base + addr)
-                body.append(Instr(addr, text, lo, hi))
-            assert len(body) * 16 <= sec_size
-            before = dict(stats)
-            changes = patch_function(body, args.strategy, stats, args.beam)
-            if args.verbose:
-                print(name, {k: stats[k] - before[k] for k in stats}, f"{len(changes)} rewritten")
-            for i, (lo, hi) in changes.items():
-                struct.pack_into("<QQ", data, base + body[i].addr, lo, hi)
-            stats["functions"] += 1
-    tmp = args.out + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    shutil.copymode(args.path, tmp)
-    os.replace(tmp, args.out)
+    for _pos, _size, name, base, sec_size, lines in functions_in(data, args.function):
+        body = []
+        for addr, text in lines:
+            lo, hi = struct.unpack_from("<QQ", data, base + addr)
+            body.append(Instr(addr, text, lo, hi))
+        assert len(body) * 16 <= sec_size
+        before = dict(stats)
+        changes = patch_function(body, args.strategy, stats, args.beam)
+        if args.verbose:
+            print(name, {k: stats[k] - before[k] for k in stats}, f"{len(changes)} rewritten")
+        for i, (lo, hi) in changes.items():
+            struct.pack_into("<QQ", data, base + body[i].addr, lo, hi)
+        stats["functions"] += 1
+    write_library(data, args.path, args.out)
     print(args.strategy, stats)
 
 

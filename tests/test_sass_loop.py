@@ -1,0 +1,81 @@
+"""benchmarks/sass_loop.py on hand-made instructions and listings (no GPU, no cuobjdump)."""
+from benchmarks import sass_loop as sl
+
+CTRL = 0x7F1  # stall 1, yield, no scoreboards set, no wait, no reuse
+
+
+def ffma(idx, d, a, b, c):
+    return sl.Node(idx, 0x10 * idx, f"FFMA R{d}, R{a}, R{b}, R{c}", 0x7223 | d << 16 | a << 24 | b << 32, c | CTRL << 41)
+
+
+def node(idx, text, lo=0, hi=CTRL << 41):
+    return sl.Node(idx, 0x10 * idx, text, lo, hi)
+
+
+def test_branch_offsets_as_ptxas_encodes_them():
+    # Two branches of a ptxas loop: +0x110 bytes past the next instruction, and -0x45c0.
+    fwd = (0x444947, 0x3800000)
+    back = (0xFFFFFFB800908947, 0x383FFFF)
+    assert sl.branch_offset(*fwd) * 4 == 0x110
+    assert sl.branch_offset(*back) * 4 == -0x45C0
+    for lo, hi in (fwd, back):
+        assert sl.set_branch_offset(lo, hi, sl.branch_offset(lo, hi)) == (lo, hi)
+    lo, hi = sl.set_branch_offset(*fwd, -3)
+    assert sl.branch_offset(lo, hi) == -3 and lo & 0xFFFF == fwd[0] & 0xFFFF
+
+
+def test_operand_fields_are_read_and_checked():
+    n = ffma(0, 16, 8, 12, 20)
+    assert n.kind == "ffma" and [r for *_x, r in n.slot_regs] == [16, 8, 12, 20]
+    lds = node(1, "LDS.128 R4, [R15+0x210]", 4 << 16 | 15 << 24)
+    assert lds.kind == "lds" and lds.slot_regs == [(16, 4, True, 4), (24, 1, False, 15)]
+    try:
+        node(2, "LDS.128 R4, [R15+0x210]", 5 << 16 | 15 << 24)  # text and encoding disagree
+        raise AssertionError("accepted a field that does not hold its register")
+    except sl.LoopError:
+        pass
+    try:
+        node(3, "IMAD R4, R5, R6, RZ")
+        raise AssertionError("accepted an instruction without an operand table")
+    except sl.LoopError:
+        pass
+
+
+def test_ffma_order_visits_every_cell_once_and_uses_the_cache():
+    # A 2 x 4 outer product: a in banks 0, 1; b in banks 0, 1, 0, 1; accumulators alternate.
+    cells = [(i % 2, j % 2, (i + j) % 2, ("a", i), ("b", j)) for i in range(2) for j in range(4)]
+    order, cost = sl.ffma_order(cells, beam=16)
+    assert sorted(k for k, _sw in order) == list(range(len(cells)))
+    # Without any reuse every FFMA reads three registers: the order must do better.
+    assert cost < 8 * (100 + 3)
+    one_entry, cost1 = sl.ffma_order(cells, beam=16, per_bank=False)
+    assert sorted(k for k, _sw in one_entry) == list(range(len(cells))) and cost1 >= cost
+
+
+def test_reuse_flags_follow_slot_and_bank_and_stop_at_slot_readers():
+    seq = [ffma(0, 40, 8, 12, 40), ffma(1, 41, 9, 12, 41), ffma(2, 42, 8, 13, 42),
+           node(3, "LDS.128 R4, [R15+0x210]", 4 << 16 | 15 << 24), ffma(4, 43, 8, 13, 43)]
+    ops = {n.idx: tuple(r for *_x, r in n.slot_regs) for n in seq if n.kind == "ffma"}
+    bits = sl.reuse_bits(seq, ops, boundaries={0})
+    # R8 (slot a, bank 0): the next slot-a bank-0 read is R8 at 2 -> kept; R9 at 1 is bank 1.
+    assert bits[0] & 1
+    # R12 (slot b) is read again by 1: kept; 1's R12 is followed by R13 (bank 1) then nothing in bank 0.
+    assert bits[0] & 2 and not bits[1] & 2
+    # The LDS reads slot a (its address): R8 is not kept across it; slot b (R13) is.
+    assert not bits[2] & 1 and bits[2] & 2
+    # With one entry per slot R12 at 0 is still kept (1 reads it next), R8 at 0 is not (1 reads R9).
+    single = sl.reuse_bits(seq, ops, boundaries={0}, per_bank=False)
+    assert single[0] == 0b10
+    # A branch target between two readers clears the cache: 0's R12 is not kept for 1.
+    assert not sl.reuse_bits(seq, ops, boundaries={0, 1})[0] & 2
+
+
+def test_liveness_after_a_point():
+    body = [(0x00, "MOV R1, R2"), (0x10, "@P0 BRA 0x40"), (0x20, "IADD3 R3, R4, R5, RZ"),
+            (0x30, "EXIT"), (0x40, "STG.E.128 [R6.64], R8"), (0x50, "@P1 MOV R9, RZ"), (0x60, "FADD R10, R9, R11"),
+            (0x70, "EXIT")]
+    live = sl.live_after(body, 1)
+    # Both paths: R4, R5 on the fall-through; the store's address pair and data quad, R9
+    # (its guarded write does not kill it) and R11 on the branch.
+    assert live == {4, 5, 6, 7, 8, 9, 10, 11}
+    assert 3 not in live and 1 not in live
