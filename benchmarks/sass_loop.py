@@ -737,9 +737,10 @@ SWAP_ALL = False  # experiment: the other multiplicand in slot a
 FFMA_STALL = 1  # experiment: the FFMAs' stall count (2: half the issue rate)
 
 
-def reuse_bits(seq, ops, boundaries, per_bank=True):
+def reuse_bits(seq, ops, boundaries, per_bank=True, written=lambda n: set()):
     """`.reuse` per FFMA: slot s kept when the next FFMA that reads slot s from the same
-    bank reads the same register, and nothing between reads slot s or branches."""
+    bank reads the same register, and nothing between reads slot s, writes that register
+    (`written(node)`: the registers a node writes) or branches."""
     bits = {}
     for p, n in enumerate(seq):
         if n.kind != "ffma":
@@ -748,6 +749,8 @@ def reuse_bits(seq, ops, boundaries, per_bank=True):
         for slot in (0, 1):
             r = ops[n.idx][1 + slot]
             for q, m in enumerate(seq[p + 1 :], start=p + 1):
+                if r in written(m):
+                    break
                 if m.kind != "ffma":
                     if slot in cache_kills(m, q in boundaries):
                         break
@@ -925,7 +928,10 @@ def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=Tr
     ops = {i: (R[16], R[24], R[32], R[64]) for i, R in regs.items() if loop.nodes[i].kind == "ffma"}
     targets = block_targets(loop, seq)
     boundaries = {0} | set(targets.values())
-    reuse = reuse_bits(seq, ops, boundaries, per_bank) if reuse_on else {}
+    def written(n):
+        return {regs[n.idx][f] + k for f, w, d, _r in n.slot_regs if d for k in range(w)}
+
+    reuse = reuse_bits(seq, ops, boundaries, per_bank, written) if reuse_on else {}
     intern = {}
     if block_targets(loop, loop.nodes) != original_targets(loop):
         raise LoopError("ptxas' branches do not jump just past their blocks")

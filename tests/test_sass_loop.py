@@ -79,3 +79,13 @@ def test_liveness_after_a_point():
     # (its guarded write does not kill it) and R11 on the branch.
     assert live == {4, 5, 6, 7, 8, 9, 10, 11}
     assert 3 not in live and 1 not in live
+
+
+def test_reuse_flag_not_kept_across_a_write_of_the_register():
+    # Slot b: R13 read, then an LDS loads R12-R15 (its address in slot a only), then R13
+    # read again: the second read wants the new value, so the first must not keep R13.
+    seq = [ffma(0, 40, 8, 13, 40), node(1, "LDS.128 R12, [R4+0x10]", 12 << 16 | 4 << 24), ffma(2, 41, 8, 13, 41)]
+    ops = {n.idx: tuple(r for *_x, r in n.slot_regs) for n in seq if n.kind == "ffma"}
+    written = lambda n: {r + k for _f, w, d, r in n.slot_regs if d for k in range(w)}  # noqa: E731
+    assert sl.reuse_bits(seq, ops, boundaries={0})[0] & 2  # the rule without writes: kept
+    assert not sl.reuse_bits(seq, ops, boundaries={0}, written=written)[0] & 2
