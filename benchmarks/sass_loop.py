@@ -22,7 +22,7 @@ of the extension's shared library) as a permutation of ptxas' own instructions:
   instruction reads is written again in the iteration, a wait on every scoreboard at the
   loop head and on the back edge. `.reuse` is set where the next FFMA that reads the slot
   from the same bank (register mod 2) reads the same register, and nothing between reads
-  that slot or branches.
+  that slot, writes that register or branches.
 
 Checks before anything is written: the new loop computes the same values (a symbolic
 evaluation of both loops: every register live at the back edge or after the loop, and
