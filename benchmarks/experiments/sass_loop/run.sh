@@ -24,7 +24,7 @@ for round in 1 2; do
     timeout 150 python3 -m benchmarks.bench --suite square --sizes "$SIZES" --layouts rr,cr --variants auto --no-tf32 --rep-ms ${REP_MS:-60} 2>/dev/null | grep -v "^#\|^---\|^problem" | tee -a "$LOGDIR/bench.log"
   done
 done
-if [ -n "${PROFILE:-1}" ]; then
+if [ "${PROFILE:-1}" = 1 ]; then
   for lib in orig patched; do
     use $lib
     timeout 150 python3 -m benchmarks.profile --variant auto --layout cr --size 4096 --no-cublas --out "$LOGDIR/profile_$lib" > "$LOGDIR/profile_$lib.log" 2>&1
