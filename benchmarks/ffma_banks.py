@@ -40,18 +40,25 @@ def functions(sass):
     return out
 
 
-def main_loop(body):
-    """The instructions of the loop with the most FFMAs (None if there is no loop)."""
-    index = {addr: i for i, (addr, _) in enumerate(body)}
+def main_loop_bounds(body):
+    """(FFMA count, index of the head, index of the back branch) of the loop with the most
+    FFMAs in body [(address, text, ...)]; None if there is no loop."""
+    index = {item[0]: i for i, item in enumerate(body)}
     best = None
-    for i, (addr, text) in enumerate(body):
+    for i, (addr, text, *_rest) in enumerate(body):
         m = re.search(r"BRA (0x[0-9a-f]+)", text)
         if m and int(m.group(1), 16) < addr and int(m.group(1), 16) in index:
-            loop = [t for _, t in body[index[int(m.group(1), 16)] : i + 1]]
-            n = sum(" FFMA " in f" {t} " for t in loop)
+            head = index[int(m.group(1), 16)]
+            n = sum(" FFMA " in f" {item[1]} " for item in body[head : i + 1])
             if best is None or n > best[0]:
-                best = (n, loop)
-    return best[1] if best else None
+                best = (n, head, i)
+    return best
+
+
+def main_loop(body):
+    """The instructions of the loop with the most FFMAs (None if there is no loop)."""
+    best = main_loop_bounds(body)
+    return [t for _, t in body[best[1] : best[2] + 1]] if best else None
 
 
 def operands(text):

@@ -40,6 +40,7 @@ import re
 import struct
 from collections import Counter, defaultdict
 
+from .ffma_banks import main_loop_bounds
 from .sass_schedule import functions_in, listing, write_library
 
 # sm_90 fields (bit offset in the 128-bit instruction): Rd 16, Ra 24, Rb 32, Rc 64.
@@ -380,6 +381,14 @@ class Loop:
         self.live_exit = live_exit
         self.vals, self.final, self.live_in = analyse(nodes, live_exit)
         self.chains, self.where = chains(nodes, self.live_in)
+        self.load_step = {}  # in-body load -> the K step its values feed
+        for n in nodes:
+            if n.kind == "lds":
+                steps = {m.step for m in nodes if m.kind == "ffma"
+                         for v in (m.vals[0][3][0], m.vals[1][3][0]) if v in defined(n)}
+                if len(steps) != 1:
+                    raise LoopError(f"{n.text} feeds K steps {steps}")
+                self.load_step[n.idx] = steps.pop()
         steps = {len(v) for v in self.chains.values()}
         if len(steps) != 1:
             raise LoopError(f"chains of different lengths {steps}")
@@ -451,11 +460,7 @@ class Loop:
         loads = defaultdict(list)
         for n in nodes:
             if n.kind == "lds":
-                steps = {m.step for m in nodes if m.kind == "ffma"
-                         for v in (m.vals[0][3][0], m.vals[1][3][0]) if v in defined(n)}
-                if len(steps) != 1:
-                    raise LoopError(f"{n.text} feeds K steps {steps}")
-                loads[steps.pop()].append(n)
+                loads[self.load_step[n.idx]].append(n)
         per = len(self.chains)
         for s, group in loads.items():
             if s == 0:
@@ -652,7 +657,7 @@ def scoreboards(loop, seq, alloc, ctrl):
     wsb, rsb, wait = {}, {}, defaultdict(int)
     for n in seq:
         if n.kind == "lds":
-            wsb[n.idx] = SB_LDS[loop_step_of(loop, n) % 2]
+            wsb[n.idx] = SB_LDS[loop.load_step[n.idx] % 2]
         elif n.op == "LDS.128":
             wsb[n.idx] = SB_NEXT_LDS
         elif n.op.startswith("LDG"):
@@ -692,14 +697,6 @@ def scoreboards(loop, seq, alloc, ctrl):
         c = ctrl[n.idx] & ~(0x3F << 5) & ~(0x3F << 11)
         c |= (wsb.get(n.idx, 7) << 5) | (rsb.get(n.idx, 7) << 8) | (wait[n.idx] << 11)
         ctrl[n.idx] = c
-
-
-def loop_step_of(loop, n):
-    vs = defined(n)
-    for m in loop.nodes:
-        if m.kind == "ffma" and (m.vals[0][3][0] in vs or m.vals[1][3][0] in vs):
-            return m.step
-    raise LoopError(f"{n.text} feeds no FFMA")
 
 
 def cache_kills(n, boundary):
@@ -873,15 +870,7 @@ def expected_text(loop, n, R, reuse, new_target):
 
 def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=True, conflict_weight=100):
     """[(address, lo, hi, expected text)] for the main loop of one function."""
-    index = {a: i for i, (a, *_r) in enumerate(body)}
-    best = None
-    for i, (addr, text, _lo, _hi) in enumerate(body):
-        m = re.search(r"BRA (0x[0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < addr and int(m.group(1), 16) in index:
-            h = index[int(m.group(1), 16)]
-            n = sum(FFMA_TEXT.fullmatch(t) is not None for _a, t, *_r in body[h : i + 1])
-            if best is None or n > best[0]:
-                best = (n, h, i)
+    best = main_loop_bounds(body)
     if best is None or best[0] < 256:
         raise LoopError("no FFMA loop")
     _n, head, end = best
