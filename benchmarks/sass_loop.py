@@ -732,6 +732,7 @@ def model_reads(seq, ops, bits, boundaries):
 REUSE_FILTER = None  # experiment: keep only some flags (slot0, slot1, adjacent, nocross, samebankgap)
 SWAP_ALL = False  # experiment: the other multiplicand in slot a
 FFMA_STALL = 1  # experiment: the FFMAs' stall count (2: half the issue rate)
+FILL_STALL = 0  # experiment: the least stall count of an FFMA that sets a .reuse flag
 
 
 def reuse_bits(seq, ops, boundaries, per_bank=True, written=lambda n: set()):
@@ -768,6 +769,10 @@ def reuse_bits(seq, ops, boundaries, per_bank=True, written=lambda n: set()):
                         keep &= all(x.kind == "ffma" for x in between)
                     elif REUSE_FILTER == "samebankgap":  # no other-bank read of the slot between
                         keep &= all(x.kind != "ffma" or ops[x.idx][1 + slot] == r for x in between)
+                    elif REUSE_FILTER == "noconf_reader":  # the reader's other two reads in two banks
+                        keep &= ops[m.idx][2 - slot] % 2 != ops[m.idx][3] % 2
+                    elif REUSE_FILTER == "noconf_filler":  # the same of the FFMA that sets the flag
+                        keep &= ops[n.idx][2 - slot] % 2 != ops[n.idx][3] % 2
                     b |= (1 << slot) if keep else 0
                     break
         bits[n.idx] = b
@@ -921,6 +926,10 @@ def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=Tr
         return {regs[n.idx][f] + k for f, w, d, _r in n.slot_regs if d for k in range(w)}
 
     reuse = reuse_bits(seq, ops, boundaries, per_bank, written) if reuse_on else {}
+    if FILL_STALL:  # experiment: every FFMA that sets a flag waits longer before the next issue
+        for idx, bits in reuse.items():
+            if bits:
+                ctrl[idx] = (ctrl[idx] & ~0xF) | max(FILL_STALL, stall(ctrl[idx]))
     intern = {}
     if block_targets(loop, loop.nodes) != original_targets(loop):
         raise LoopError("ptxas' branches do not jump just past their blocks")
@@ -966,13 +975,15 @@ def main():
     ap.add_argument("--cache", choices=["bank", "slot"], default="bank",
                     help="reuse cache model: an entry per (slot, bank), or one per slot")
     ap.add_argument("--no-reuse", action="store_true", help="no .reuse flags (a control)")
-    ap.add_argument("--reuse-filter", choices=["slot0", "slot1", "adjacent", "nocross", "samebankgap"])
+    ap.add_argument("--reuse-filter", choices=["slot0", "slot1", "adjacent", "nocross", "samebankgap",
+                                                   "noconf_reader", "noconf_filler"])
     ap.add_argument("--swap-all", action="store_true", help="the other multiplicand in slot a (an experiment)")
     ap.add_argument("--ffma-stall", type=int, default=1, help="the FFMAs' stall count (an experiment)")
+    ap.add_argument("--fill-stall", type=int, default=0, help="least stall of a flag-setting FFMA (an experiment)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    global REUSE_FILTER, SWAP_ALL, FFMA_STALL
-    REUSE_FILTER, SWAP_ALL, FFMA_STALL = args.reuse_filter, args.swap_all, args.ffma_stall
+    global REUSE_FILTER, SWAP_ALL, FFMA_STALL, FILL_STALL
+    REUSE_FILTER, SWAP_ALL, FFMA_STALL, FILL_STALL = args.reuse_filter, args.swap_all, args.ffma_stall, args.fill_stall
     data = bytearray(open(args.path, "rb").read())
     done = []
     for pos, size, name, base, _sec_size, lines in functions_in(data, args.function):
