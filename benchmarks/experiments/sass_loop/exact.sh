@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Step 25's device run: exact.py (which operand a rewritten loop gets wrong) on the
-# unmodified build and on rewritten copies, one per VARIANTS entry "name=tool args",
-# separated by ';' ("orig=" is the unmodified build).
+# Step 25's device run: exact.py (which operand a rewritten loop gets wrong; with
+# OUTPUTS=1 also outputs.py, the raw results saved for decoding offline) on the unmodified
+# build and on rewritten copies, one per VARIANTS entry "name=tool args", separated by ';'
+# ("orig=" is the unmodified build).
 #   LOGDIR=out VARIANTS="orig=;rows=--order rows" bash benchmarks/experiments/sass_loop/exact.sh
 set -u
 LOGDIR=${LOGDIR:-exact_out}; SODIR=${SODIR:-/tmp/sass_loop_so}; mkdir -p "$LOGDIR" "$SODIR"
@@ -21,5 +22,6 @@ for spec in "${SPECS[@]}"; do
   fi
   echo "=== $name ($args)" | tee -a "$LOGDIR/exact.log"
   timeout 60 python3 benchmarks/experiments/sass_loop/exact.py 2>&1 | tee -a "$LOGDIR/exact.log"
+  [ "${OUTPUTS:-0}" = 1 ] && timeout 60 python3 benchmarks/experiments/sass_loop/outputs.py "$LOGDIR/outputs_$name.pt"
 done
 cp "$SODIR/orig.so" "$SO"
