@@ -10,7 +10,8 @@ ls torch_vecgemm/_C*.so >/dev/null 2>&1 || python3 setup.py build_ext --inplace 
 SO=$(ls torch_vecgemm/_C*.so)
 [ -f "$LOGDIR/orig.so" ] || cp "$SO" "$LOGDIR/orig.so"
 declare -A ARGS=([model]="" [ptxas]="--order ptxas" [slot]="--cache slot" [noreuse]="--no-reuse"
-  [cw0]="--conflict-weight 0" [rows]="--order rows" [cols]="--order cols" [walk42]="--order walk42" [walk24]="--order walk24")
+  [cw0]="--conflict-weight 0" [rows]="--order rows" [cols]="--order cols" [walk42]="--order walk42" [walk24]="--order walk24"
+  [cw0b32]="--conflict-weight 0 --beam 32")
 for v in ${VARIANTS:-model ptxas slot noreuse}; do
   python3 -m benchmarks.sass_loop "$LOGDIR/orig.so" --out "$LOGDIR/$v.so" --beam 8 ${ARGS[$v]} 2>&1 | tail -2 | cut -c150-400 | tee -a "$LOGDIR/patch.log"
 done
