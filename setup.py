@@ -7,6 +7,7 @@ built whose ops fall back to ATen. Environment:
                          that newer GPUs compile at load time)
   VECGEMM_CPU_ONLY=1     build without the CUDA kernels
   VECGEMM_PTXAS_VERBOSE=1  print ptxas' register / spill report for every kernel
+  VECGEMM_SASS_REWRITE=0 leave the t816 main loops as ptxas wrote them (see below)
   MAX_JOBS               parallel compile jobs (ninja)
 """
 import glob
@@ -14,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from setuptools import find_packages, setup
 
@@ -106,13 +108,55 @@ def _extension():
     )
 
 
+# After the link, the main loops of tiled_128x128x8_t816 for (column-major A, row-major B),
+# the plain and the stream-K whole-wave instance, are rewritten below ptxas by
+# benchmarks/sass_loop.py (docs/performance.md, steps 24-25): the same instructions, the FFMAs
+# in 2 x 4 blocks with operand-cache flags, registers allocated afresh. A loop is rewritten
+# only if its instructions are the ptxas output the rewrite was validated on (nvcc 13.0,
+# sm_90): a change to the kernel or another compiler leaves ptxas' loop, and the build says so.
+SASS_REWRITE_ORDER = "walk24"
+SASS_REWRITE_VALIDATED = {  # sass_loop.fingerprint of ptxas' loop: of its rewrite
+    "34973e9377bbb49a": "e21c29bb09b17f17",  # plain launch
+    "bf66b29f48a2b2a0": "cf731044b67051aa",  # stream-K whole waves
+}
+
+
+def _rewrite_sass(lib):
+    say = lambda text: print(f"sass rewrite: {text}", flush=True)
+    if os.environ.get("VECGEMM_SASS_REWRITE") == "0":
+        return say("off (VECGEMM_SASS_REWRITE=0)")
+    sys.path.insert(0, HERE)
+    try:
+        from benchmarks import sass_loop
+        from benchmarks.sass_report import cuobjdump
+    except ImportError as e:
+        return say(f"tool not found ({e}); loops left as ptxas wrote them")
+    finally:
+        sys.path.remove(HERE)
+    if cuobjdump() is None:
+        return say("no cuobjdump; loops left as ptxas wrote them")
+    try:
+        status = sass_loop.rewrite_library(lib, lib, fingerprints=SASS_REWRITE_VALIDATED, order_from=SASS_REWRITE_ORDER)
+    except sass_loop.LoopError as e:
+        return say(f"not written ({e}); loops left as ptxas wrote them")
+    for name, what in status.items():
+        say(f"{name}: {what}")
+
+
+class BuildExt(BuildExtension.with_options(use_ninja=True)):
+    def build_extension(self, ext):
+        super().build_extension(ext)
+        if WITH_CUDA:
+            _rewrite_sass(self.get_ext_fullpath(ext.name))
+
+
 setup(
     name="torch_vecgemm",
     version="0.1.0",
     description="Hand-written float32 GEMM kernels for PyTorch, as torch.ops.vecgemm",
     packages=find_packages(include=["torch_vecgemm", "torch_vecgemm.*"]),
     ext_modules=[_extension()],
-    cmdclass={"build_ext": BuildExtension.with_options(use_ninja=True)},
+    cmdclass={"build_ext": BuildExt},
     python_requires=">=3.10",
     install_requires=["torch>=2.11"],
     zip_safe=False,

@@ -27,16 +27,21 @@ of the extension's shared library) as a permutation of ptxas' own instructions:
 Checks before anything is written: the new loop computes the same values (a symbolic
 evaluation of both loops: every register live at the back edge or after the loop, and
 every store, global load and barrier in order, on both paths) and cuobjdump reads every
-rewritten instruction back as the text it was meant to be. Not checked, and not known: a
-hardware rule on `.reuse` that depends on issue timing. The row and 2 x 4 walks compute
-wrong results on the H200 with their flags and right ones without, or at half the issue
-rate (step 24), so every rewritten library is checked on the GPU
-(`benchmarks/experiments/sass_loop/`).
+rewritten instruction back as the text it was meant to be. Timing is kept by rule, not
+checked: kept instructions stay at least min(ptxas' distance, HOLD) cycles apart. HOLD was
+12 until step 25 found the back edge's `@!P0 BRA` reading the P0 of the previous iteration
+(the loop ran one K tile too many) wherever the FFMAs before it issued without a stall:
+ptxas never puts a predicate fewer than 13 cycles before its use.
+
+setup.py runs `rewrite_library` on the built extension (`walk24`, only on the loops whose
+fingerprint it was validated on); by hand:
 
     python -m benchmarks.sass_loop torch_vecgemm/_C*.so --conflict-weight 0 --out patched.so
 """
 import argparse
+import hashlib
 import re
+import shutil
 import struct
 from collections import Counter, defaultdict
 
@@ -962,11 +967,62 @@ def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=Tr
     return out
 
 
+FUNCTION = r"sgemm_tiledINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16E.*LNS_6LayoutE1ELS3_0E"
+
+
+def fingerprint(body):
+    """The main loop's instruction words, hashed: a rewrite is validated on one ptxas output."""
+    best = main_loop_bounds(body)
+    if best is None:
+        return None
+    _n, head, end = best
+    h = hashlib.sha256()
+    for _a, _t, lo, hi in body[head : end + 1]:
+        h.update(struct.pack("<QQ", lo, hi))
+    return h.hexdigest()[:16]
+
+
+def rewrite_library(path, out, function=FUNCTION, fingerprints=None, **options):
+    """Rewrite the main loop of every function matching `function` in the library at path
+    and write the result to out (only if a loop was rewritten). With `fingerprints`
+    ({validated loop: its rewrite}), only a loop whose `fingerprint` is a key is rewritten;
+    one that is a value is reported as rewritten already. `options` go to `rewrite`.
+    Returns {function: what was done}; raises LoopError, writing nothing, if cuobjdump does
+    not read every rewritten instruction back as intended."""
+    data = bytearray(open(path, "rb").read())
+    done, status = [], {}
+    for pos, size, name, base, _sec_size, lines in functions_in(data, function):
+        body = [(a, t, *struct.unpack_from("<QQ", data, base + a)) for a, t in lines]
+        fp = fingerprint(body)
+        if fingerprints is not None and fp not in fingerprints:
+            done_already = fp in fingerprints.values()
+            status[name] = "rewritten already" if done_already else f"left alone (loop {fp} is not the validated ptxas output)"
+            continue
+        stats = {}
+        try:
+            new = rewrite(body, stats, **options)
+        except LoopError as e:
+            status[name] = f"left alone ({e})"
+            continue
+        for addr, lo, hi, _t in new:
+            struct.pack_into("<QQ", data, base + addr, lo, hi)
+        done.append((pos, size, name, new))
+        status[name] = f"rewritten (loop {fp}): {stats}"
+    # cuobjdump must read every rewritten instruction back as intended.
+    for pos, size, name, new in done:
+        lines = dict(listing(bytes(data[pos : pos + size]))[name])
+        bad = [(hex(a), lines.get(a), t) for a, _lo, _hi, t in new if lines.get(a) != t]
+        if bad:
+            raise LoopError(f"{name}: {len(bad)} instructions read back differently, e.g. {bad[:3]}")
+    if done:
+        write_library(data, path, out)
+    return status
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("path", help="a shared library or a cubin")
-    ap.add_argument("--function", default=r"sgemm_tiledINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16E.*LNS_6LayoutE1ELS3_0E",
-                    help="functions whose name matches this regex")
+    ap.add_argument("--function", default=FUNCTION, help="functions whose name matches this regex")
     ap.add_argument("--beam", type=int, default=32)
     ap.add_argument("--order", choices=["model", "ptxas", "rows", "cols", "walk42", "walk24"], default="model",
                     help="the FFMA order: searched under the cache model, ptxas' first K step, or a fixed walk")
@@ -976,7 +1032,7 @@ def main():
                     help="reuse cache model: an entry per (slot, bank), or one per slot")
     ap.add_argument("--no-reuse", action="store_true", help="no .reuse flags (a control)")
     ap.add_argument("--reuse-filter", choices=["slot0", "slot1", "adjacent", "nocross", "samebankgap",
-                                                   "noconf_reader", "noconf_filler"])
+                                               "noconf_reader", "noconf_filler"])
     ap.add_argument("--swap-all", action="store_true", help="the other multiplicand in slot a (an experiment)")
     ap.add_argument("--ffma-stall", type=int, default=1, help="the FFMAs' stall count (an experiment)")
     ap.add_argument("--fill-stall", type=int, default=0, help="least stall of a flag-setting FFMA (an experiment)")
@@ -984,29 +1040,18 @@ def main():
     args = ap.parse_args()
     global REUSE_FILTER, SWAP_ALL, FFMA_STALL, FILL_STALL
     REUSE_FILTER, SWAP_ALL, FFMA_STALL, FILL_STALL = args.reuse_filter, args.swap_all, args.ffma_stall, args.fill_stall
-    data = bytearray(open(args.path, "rb").read())
-    done = []
-    for pos, size, name, base, _sec_size, lines in functions_in(data, args.function):
-        body = [(a, t, *struct.unpack_from("<QQ", data, base + a)) for a, t in lines]
-        stats = {}
-        try:
-            new = rewrite(body, stats, args.beam, args.order, args.cache == "bank", not args.no_reuse,
-                          args.conflict_weight)
-        except LoopError as e:
-            print(f"{name}: left alone ({e})")
-            continue
-        for addr, lo, hi, _t in new:
-            struct.pack_into("<QQ", data, base + addr, lo, hi)
-        done.append((pos, size, name, new))
-        print(f"{name}: {stats}")
-    # cuobjdump must read every rewritten instruction back as intended.
-    for pos, size, name, new in done:
-        lines = dict(listing(bytes(data[pos : pos + size]))[name])
-        bad = [(hex(a), lines.get(a), t) for a, _lo, _hi, t in new if lines.get(a) != t]
-        if bad:
-            raise SystemExit(f"{name}: {len(bad)} instructions read back differently, e.g. {bad[:3]}")
-    write_library(data, args.path, args.out)
-    print(f"{len(done)} loops rewritten, read back as intended -> {args.out}")
+    try:
+        status = rewrite_library(args.path, args.out, args.function, beam=args.beam, order_from=args.order,
+                                 per_bank=args.cache == "bank", reuse_on=not args.no_reuse,
+                                 conflict_weight=args.conflict_weight)
+    except LoopError as e:
+        raise SystemExit(str(e))
+    for name, what in status.items():
+        print(f"{name}: {what}")
+    done = sum(what.startswith("rewritten") for what in status.values())
+    if not done:
+        shutil.copy(args.path, args.out)
+    print(f"{done} loops rewritten, read back as intended -> {args.out}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ def cuobjdump():
     found = shutil.which("cuobjdump")
     if found:
         return found
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home and os.path.exists(os.path.join(home, "bin", "cuobjdump")):
+        return os.path.join(home, "bin", "cuobjdump")
     try:
         import triton
 
