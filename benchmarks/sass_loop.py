@@ -1,10 +1,10 @@
 """Regenerate a GEMM main loop below ptxas: in-place accumulators, an FFMA order chosen for
 the operand reuse cache, fragment loads one K step ahead, registers allocated afresh.
 
-An experiment tool (docs/performance.md, step 24), in the line of `sass_schedule.py`: steps
-13-18 found the 8 x 16 kernels' speed set by ptxas' register allocation and load placement,
-which nothing in the source controls. This rewrites the main loop of a built kernel (a copy
-of the extension's shared library) as a permutation of ptxas' own instructions:
+docs/performance.md, steps 24-25, in the line of `sass_schedule.py`: steps 13-18 found the
+8 x 16 kernels' speed set by ptxas' register allocation and load placement, which nothing in
+the source controls. This rewrites the main loop of a built kernel (setup.py: the built
+extension itself; by hand: a copy) as a permutation of ptxas' own instructions:
 
 - Every instruction that is not an FFMA or an in-body `LDS` keeps its relative order, its
   stall count (padded so that no two of them come closer in cycles than before, on both

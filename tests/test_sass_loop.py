@@ -89,3 +89,37 @@ def test_reuse_flag_not_kept_across_a_write_of_the_register():
     written = lambda n: {r + k for _f, w, d, r in n.slot_regs if d for k in range(w)}  # noqa: E731
     assert sl.reuse_bits(seq, ops, boundaries={0})[0] & 2  # the rule without writes: kept
     assert not sl.reuse_bits(seq, ops, boundaries={0}, written=written)[0] & 2
+
+
+def loop_body():
+    """(address, text, lo, hi) of a function whose loop is two FFMAs and a back branch."""
+    texts = ["MOV R1, c[0x0][0x28]", "FFMA R4, R5, R6, R4", "FFMA R7, R5, R6, R7", "@!P0 BRA 0x10", "EXIT"]
+    return [(0x10 * i, t, 0x100 + i, CTRL << 41) for i, t in enumerate(texts)]
+
+
+def test_fingerprint_is_the_loops_instruction_words():
+    body = loop_body()
+    fp = sl.fingerprint(body)
+    outside = [body[0][:2] + (0x999, body[0][3])] + body[1:]
+    assert sl.fingerprint(outside) == fp
+    inside = body[:2] + [body[2][:2] + (0x999, body[2][3])] + body[3:]
+    assert sl.fingerprint(inside) != fp
+    assert sl.fingerprint(body[:3]) is None  # no back branch, no loop
+
+
+def test_rewrite_library_only_touches_validated_loops(monkeypatch, tmp_path):
+    import struct
+
+    body = loop_body()
+    data = bytearray(0x10 * len(body))
+    for addr, _t, lo, hi in body:
+        struct.pack_into("<QQ", data, addr, lo, hi)
+    lib, out = tmp_path / "lib.so", tmp_path / "out.so"
+    lib.write_bytes(bytes(data))
+    lines = [(addr, text) for addr, text, *_w in body]
+    monkeypatch.setattr(sl, "functions_in", lambda d, pattern: [(0, len(d), "f", 0, len(d), lines)])
+    fp = sl.fingerprint(body)
+    status = sl.rewrite_library(str(lib), str(out), fingerprints={"0" * 16: "1" * 16})
+    assert status == {"f": f"left alone (loop {fp} is not the validated ptxas output)"}
+    assert sl.rewrite_library(str(lib), str(out), fingerprints={"0" * 16: fp}) == {"f": "rewritten already"}
+    assert not out.exists() and lib.read_bytes() == bytes(data)
