@@ -343,6 +343,27 @@ def test_stream_k_tail(layout, m, n, k):
     assert torch.equal(run_strict(A, B, variant=variant), run_strict(A, B, variant=variant))
 
 
+@pytest.mark.parametrize(
+    "m,n,k,hi",
+    [
+        (128, 128, 8, 2048), (128, 128, 16, 2048), (128, 128, 24, 2048), (128, 128, 64, 2048),  # one block
+        (2176, 2304, 256, 4),  # whole waves through the stream-K launch's whole-wave instance
+    ],
+)
+def test_t816_cr_exact_on_integers(m, n, k, hi):
+    # setup.py rewrites t816's cr main loops below ptxas (docs/performance.md, steps 24-25).
+    # On integers whose products and sums fp32 holds exactly the result must be the float64
+    # one bit for bit: the rewrite's one-tile-too-many loop of step 25 counted K steps twice.
+    variant = "tiled_128x128x8_t816"
+    A = torch.randint(1, hi, (k, m), device="cuda").float().t()  # column-major
+    B = torch.randint(1, 8, (k, n), device="cuda").float()
+    assert A.abs().max() * B.abs().max() * k < 2**24
+    if m > 128:
+        assert "stream-K tail" in torch_vecgemm.selected_kernel(A, B, variant=variant)
+    out = run_strict(A, B, variant=variant)
+    assert torch.equal(out.double(), A.double() @ B.double())
+
+
 @pytest.mark.parametrize("stream_k", [True, False])
 def test_stream_k_from_the_cache(stream_k):
     # A cached choice decides the tail, either way, under the auto variant; asked for where
