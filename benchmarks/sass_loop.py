@@ -64,7 +64,8 @@ VARIABLE = ("LDS", "LDG", "STS")  # results (and source reads) tracked by scoreb
 SB_LDS = (0, 1)  # in-body fragment loads, by K-step parity
 SB_NEXT_LDS, SB_LDG, SB_READ = 2, 3, 4
 ALL_SB = 0x3F
-HOLD = 13  # cycles a fixed-latency result needs at most: a predicate before its guarded use or branch (ptxas never places one closer)
+HOLD = 13  # cycles a fixed-latency result needs at most: a predicate before the instruction
+# it guards or the branch it decides (ptxas never places one closer; step 25)
 MAX_STALL = 11  # the largest stall count ptxas writes (more does not decode with yield)
 COOLDOWN = 8  # positions before a register a memory instruction read is written again
 SPREAD = 6  # FFMAs between the loop's other instructions at its head and tail
@@ -1048,7 +1049,7 @@ def main():
         raise SystemExit(str(e))
     for name, what in status.items():
         print(f"{name}: {what}")
-    done = sum(what.startswith("rewritten") for what in status.values())
+    done = sum(what.startswith("rewritten (") for what in status.values())
     if not done:
         shutil.copy(args.path, args.out)
     print(f"{done} loops rewritten, read back as intended -> {args.out}")
