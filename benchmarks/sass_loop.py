@@ -27,11 +27,15 @@ extension itself; by hand: a copy) as a permutation of ptxas' own instructions:
 Checks before anything is written: the new loop computes the same values (a symbolic
 evaluation of both loops: every register live at the back edge or after the loop, and
 every store, global load and barrier in order, on both paths) and cuobjdump reads every
-rewritten instruction back as the text it was meant to be. Timing is kept by rule, not
-checked: kept instructions stay at least min(ptxas' distance, HOLD) cycles apart. HOLD was
-12 until step 25 found the back edge's `@!P0 BRA` reading the P0 of the previous iteration
-(the loop ran one K tile too many) wherever the FFMAs before it issued without a stall:
-ptxas never puts a predicate fewer than 13 cycles before its use.
+rewritten instruction back as the text it was meant to be. Timing is kept by rule (kept
+instructions at least min(ptxas' distance, HOLD) cycles apart) and then checked: no
+dependence outside the scoreboards' reach may be shorter than the shortest ptxas makes of
+its kind (producer, consumer, resource class) in the function or its own loop
+(`latency_violations`; conservative: a kind ptxas only places far apart must stay so).
+HOLD was 12 until step 25 found the back edge's `@!P0 BRA` reading the P0 of the previous
+iteration (the loop ran one K tile too many) wherever the FFMAs before it issued without a
+stall: ptxas never puts a predicate fewer than 13 cycles before its use. The check finds
+that rewrite; it was written after it.
 
 setup.py runs `rewrite_library` on the built extension (`walk24`, only on the loops whose
 fingerprint it was validated on); by hand:
@@ -785,6 +789,127 @@ def reuse_bits(seq, ops, boundaries, per_bank=True, written=lambda n: set()):
     return bits
 
 
+# --- timing check -------------------------------------------------------------------------------
+# What no scoreboard guards: a fixed-latency result read too soon. The rewrite keeps timing by
+# rule (`pad_gaps`, HOLD); this checks the written loop against ptxas itself: every
+# dependence must be at least as many cycles long as the shortest ptxas leaves between that
+# kind of pair (producer, consumer, resource class) anywhere in the function.
+
+def _operands(text):
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur.strip()] if cur.strip() else out
+
+
+def _resources(token, width=1):
+    res = set()
+    for m in re.finditer(r"\b(U?R)(\d+)(\.64)?", token):
+        res.update(f"{m.group(1)}{int(m.group(2)) + k}" for k in range(2 if m.group(3) else width))
+    res.update(m.group(0) for m in re.finditer(r"(?<![A-Z!])U?P[0-6]\b", token))
+    res.update(m.group(0)[1:] for m in re.finditer(r"!U?P[0-6]\b", token))
+    return res
+
+
+def effects(text):
+    """(opcode, registers / predicates written, read) of one instruction's text."""
+    t = text.replace(".reuse", "")
+    guard = set()
+    m = re.match(r"@!?(U?P\d) (.*)", t)
+    if m:
+        guard, t = {m.group(1)}, m.group(2)
+    op = t.split()[0]
+    base = op.split(".")[0]
+    ops = _operands(t[len(op):])
+    width = 4 if ".128" in op else 2 if ".64" in op else 1
+    if base in ("STS", "STG", "BAR", "BRA", "EXIT", "NOP") or not ops:
+        return op, set(), guard.union(*(_resources(o, width if i else 1) for i, o in enumerate(ops)))
+    nd = 2 if base in ("ISETP", "FSETP", "UISETP", "PLOP3") else 1
+    while base not in ("ISETP", "FSETP", "UISETP", "PLOP3") and nd < len(ops) and re.fullmatch(r"U?P(\d|T)", ops[nd]):
+        nd += 1  # carry-out predicates follow the destination
+    written = set().union(*(_resources(o, width if base in ("LDS", "LDG") else 1) for o in ops[:nd]))
+    return op, written, guard.union(*(_resources(o) for o in ops[nd:]))
+
+
+def _kind(producer, consumer, resource):
+    return producer.split(".")[0], consumer.split(".")[0], re.sub(r"\d+$", "", resource)
+
+
+def _dependences(seq):
+    """(kind, cycles) of every read of a resource, against its last writer in [(text, stall)]."""
+    last, cyc, out = {}, 0, []
+    for text, st in seq:
+        op, written, read = effects(text)
+        out += [(_kind(last[r][0], op, r), cyc - last[r][1]) for r in read if r in last]
+        last.update({r: (op, cyc) for r in written})
+        cyc += st
+    return out
+
+
+def ptxas_minima(body):
+    """{kind: fewest cycles ptxas leaves} over the straight-line runs of a function
+    [(address, text, lo, hi)]."""
+    targets = {int(m.group(1), 16) for _a, t, *_w in body for m in [re.search(r"BRA (0x[0-9a-f]+)", t)] if m}
+    runs, cur = [], []
+    for a, t, _lo, hi in body:
+        if a in targets and cur:
+            runs.append(cur)
+            cur = []
+        cur.append((t, (hi >> 41) & 0xF))
+        if re.search(r"\b(BRA|EXIT)\b", t):
+            runs.append(cur)
+            cur = []
+    mins = {}
+    for run in runs + [cur]:
+        for kind, cycles in _dependences(run):
+            mins[kind] = min(mins.get(kind, cycles), cycles)
+    return mins
+
+
+def latency_violations(body, head, end, new):
+    """Dependences in the rewritten loop `new` [(address, text, stall)] (body[head..end]
+    replaced) shorter than ptxas makes that kind anywhere in `body`, on both paths through
+    two iterations, entered from the code before the loop and left into the code after it."""
+    word = lambda item: (item[1], (item[3] >> 41) & 0xF)
+    start = head
+    while start > max(0, head - 32) and not re.search(r"\bBRA\b", body[start - 1][1]):
+        start -= 1
+    before = [word(x) for x in body[start:head]]
+    index = {a: i for i, (a, *_r) in enumerate(body)}
+    nxt = end + 1
+    m = re.fullmatch(r"BRA (0x[0-9a-f]+)", body[nxt][1]) if nxt < len(body) else None
+    after = [word(x) for x in body[index[int(m.group(1), 16)] if m else nxt :][:32]]
+
+    def runs(loop):  # both blocks run; every forward branch in the loop taken
+        in_loop = {a for a, _t, _s in loop}
+        full, skip, to = [], [], None
+        for a, t, st in loop:
+            full.append((t, st))
+            if to is None or a >= to:
+                to = None
+                skip.append((t, st))
+                m = re.match(r"@!?U?P\d BRA (0x[0-9a-f]+)", t)
+                if m and int(m.group(1), 16) > a and int(m.group(1), 16) in in_loop:
+                    to = int(m.group(1), 16)
+        return [("both blocks", before + full + full + after), ("blocks skipped", before + skip + skip + after)]
+
+    mins = ptxas_minima(body)
+    for _name, seq in runs([(a, t, (hi >> 41) & 0xF) for a, t, _lo, hi in body[head : end + 1]]):
+        for kind, cycles in _dependences(seq):  # ptxas' own loop, entered and left
+            mins[kind] = min(mins.get(kind, cycles), cycles)
+    bad = []
+    for name, seq in runs(new):
+        for kind, cycles in _dependences(seq):
+            if cycles < mins.get(kind, HOLD):
+                bad.append((name, kind, cycles, mins.get(kind, HOLD)))
+    return bad
+
+
 # --- encoding and checks ------------------------------------------------------------------------
 
 def branch_offset(lo, hi):
@@ -958,6 +1083,9 @@ def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=Tr
         c = ctrl[n.idx] | (reuse.get(n.idx, 0) << 17)
         hi = (hi & ((1 << 41) - 1)) | (c << 41)
         out.append((new_addr[n.idx], lo, hi, expected_text(loop, n, regs[n.idx], reuse.get(n.idx, 0), target)))
+    bad = latency_violations(body, head, end, [(a, t, (hi >> 41) & 0xF) for a, _lo, hi, t in out])
+    if bad:
+        raise LoopError(f"{len(bad)} dependences closer than ptxas places them, e.g. {bad[:3]}")
     # Statistics under the reuse model, ptxas' loop against the new one.
     old_bounds = {0} | set(original_targets(loop).values())
     old_ops = {n.idx: tuple(node_regs(loop, n)[f] for f in (16, 24, 32, 64)) for n in loop.nodes if n.kind == "ffma"}

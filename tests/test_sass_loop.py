@@ -123,3 +123,31 @@ def test_rewrite_library_only_touches_validated_loops(monkeypatch, tmp_path):
     assert status == {"f": f"left alone (loop {fp} is not the validated ptxas output)"}
     assert sl.rewrite_library(str(lib), str(out), fingerprints={"0" * 16: fp}) == {"f": "rewritten already"}
     assert not out.exists() and lib.read_bytes() == bytes(data)
+
+
+def test_effects_of_kept_instructions():
+    cases = {
+        "IADD3 R6, P0, R12, UR20, RZ": ({"R6", "P0"}, {"R12", "UR20"}),
+        "IADD3.X R7, R11, UR21, RZ, P0, !PT": ({"R7"}, {"R11", "UR21", "P0"}),
+        "ISETP.GE.AND P0, PT, R1, R2, PT": ({"P0"}, {"R1", "R2"}),
+        "PLOP3.LUT P4, PT, PT, PT, UP0, 0x80, 0x0": ({"P4"}, {"UP0"}),
+        "@!P0 BRA 0x1900": (set(), {"P0"}),
+        "STS.128 [R4], R56": (set(), {"R4", "R56", "R57", "R58", "R59"}),
+        "LDG.E.128.CONSTANT R64, desc[UR22][R16.64]": ({"R64", "R65", "R66", "R67"}, {"UR22", "R16", "R17"}),
+        "FFMA R4, R5.reuse, R6, R4": ({"R4"}, {"R5", "R6", "R4"}),
+    }
+    for text, (written, read) in cases.items():
+        _op, w, r = sl.effects(text)
+        assert (w, r) == (written, read), text
+
+
+def test_latency_check_holds_the_new_loop_to_ptxas_distances():
+    # A loop whose exit predicate ptxas writes 14 cycles before the back branch reads it.
+    texts = ["MOV R1, c[0x0][0x28]", "PLOP3.LUT P1, PT, PT, PT, UP0, 0x80, 0x0", "FFMA R4, R5, R6, R4",
+             "@!P1 BRA 0x10", "EXIT"]
+    stalls = [2, 13, 1, 1, 1]
+    body = [(0x10 * i, t, 0, s << 41) for i, (t, s) in enumerate(zip(texts, stalls))]
+    rewritten = lambda plop3_stall: [(0x10, texts[1], plop3_stall), (0x20, texts[2], 1), (0x30, texts[3], 1)]
+    assert sl.latency_violations(body, 1, 3, rewritten(13)) == []
+    bad = sl.latency_violations(body, 1, 3, rewritten(12))
+    assert {(kind, cycles, need) for _path, kind, cycles, need in bad} >= {(("PLOP3", "BRA", "P"), 13, 14)}
