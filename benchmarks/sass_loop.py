@@ -790,10 +790,11 @@ def reuse_bits(seq, ops, boundaries, per_bank=True, written=lambda n: set()):
 
 
 # --- timing check -------------------------------------------------------------------------------
-# What no scoreboard guards: a fixed-latency result read too soon. The rewrite keeps timing by
-# rule (`pad_gaps`, HOLD); this checks the written loop against ptxas itself: every
+# What no scoreboard guards is a fixed-latency result read too soon. The rewrite keeps timing
+# by rule (`pad_gaps`, HOLD); this checks the written loop against ptxas itself: every
 # dependence must be at least as many cycles long as the shortest ptxas leaves between that
-# kind of pair (producer, consumer, resource class) anywhere in the function.
+# kind of pair (producer, consumer, resource class) in the function or in its own loop.
+# Scoreboarded pairs are checked the same way; ptxas places those close, so they pass.
 
 def _operands(text):
     out, depth, cur = [], 0, ""
