@@ -818,7 +818,9 @@ def _resources(token, width=1):
 
 
 def effects(text):
-    """(opcode, registers / predicates written, read) of one instruction's text."""
+    """(opcode, registers / predicates written, read) of one instruction's text. Not
+    `_defs_uses`, which serves liveness: that one over-reads (a store's address as wide as its
+    data) and lets no guarded write kill; timing needs the reads exact and every write."""
     t = text.replace(".reuse", "")
     guard = set()
     m = re.match(r"@!?(U?P\d) (.*)", t)
