@@ -55,7 +55,7 @@ from .sass_schedule import functions_in, listing, write_library
 # sm_90 fields (bit offset in the 128-bit instruction): Rd 16, Ra 24, Rb 32, Rc 64.
 # Each form: regex over cuobjdump's text (registers captured in order), [(field, width, is_def)].
 FORMS = {
-    "LDS.128": (r"LDS\.128 R(\d+), \[R(\d+)(\+0x[0-9a-f]+)?\]", [(16, 4, True), (24, 1, False)]),
+    "LDS.128": (r"LDS\.128 R(\d+), \[R(\d+)(\+UR\d+)?(\+0x[0-9a-f]+)?\]", [(16, 4, True), (24, 1, False)]),
     "LDG.E.128.CONSTANT": (
         r"LDG\.E\.128\.CONSTANT R(\d+), desc\[(UR\d+)\]\[R(\d+)\.64\]", [(16, 4, True), (24, 2, False)]),
     "STS.128": (r"STS\.128 \[R(\d+)(\+0x[0-9a-f]+)?\], R(\d+)", [(24, 1, False), (32, 4, False)]),
@@ -63,14 +63,38 @@ FORMS = {
     "IADD3": (r"IADD3 R(\d+), (P\d), R(\d+)(\.reuse)?, (UR\d+), RZ", [(16, 1, True), (24, 1, False)]),
     "IADD3.X": (r"IADD3\.X R(\d+), R(\d+)(\.reuse)?, (UR\d+), RZ, (P\d), !PT", [(16, 1, True), (24, 1, False)]),
 }
+# More forms of the same opcodes, and others: the stream-K tail's loop (ptxas rematerialises
+# addresses and strides there).
+ALT_FORMS = {
+    "LEA": (r"LEA R(\d+), (P\d), R(\d+)(\.reuse)?, R(\d+)(\.reuse)?, (0x[0-9a-f]+)",
+            [(16, 1, True), (24, 1, False), (32, 1, False)]),
+    "IADD3": (r"IADD3 R(\d+), (P\d), R(\d+)(\.reuse)?, R(\d+)(\.reuse)?, RZ",
+              [(16, 1, True), (24, 1, False), (32, 1, False)]),
+    "IADD3.X": (r"IADD3\.X R(\d+), R(\d+)(\.reuse)?, R(\d+)(\.reuse)?, RZ, (P\d), !PT",
+                [(16, 1, True), (24, 1, False), (32, 1, False)]),
+    "LEA.HI.X": (r"LEA\.HI\.X R(\d+), R(\d+)(\.reuse)?, R(\d+)(\.reuse)?, R(\d+)(\.reuse)?, (0x[0-9a-f]+), (P\d)",
+                 [(16, 1, True), (24, 1, False), (32, 1, False), (64, 1, False)]),
+    "SHF.L.U32": (r"SHF\.L\.U32 R(\d+), R(\d+)(\.reuse)?, (0x[0-9a-f]+), RZ", [(16, 1, True), (24, 1, False)]),
+    "LOP3.LUT": (r"LOP3\.LUT R(\d+), R(\d+)(\.reuse)?, (0x[0-9a-f]+), (?:RZ|R(\d+)(\.reuse)?), (0x[0-9a-f]+), !PT",
+                 None),
+    "IMAD": (r"IMAD R(\d+), R(\d+)(\.reuse)?, (0x[0-9a-f]+), R(\d+)(\.reuse)?",
+             [(16, 1, True), (24, 1, False), (64, 1, False)]),
+    "ISETP.LE.AND": (r"ISETP\.LE\.AND (P\d), PT, R(\d+)(\.reuse)?, (UR\d+), PT", [(24, 1, False)]),
+    "LDC.64": (r"LDC\.64 R(\d+), c\[0x0\]\[0x[0-9a-f]+\]", [(16, 2, True)]),
+}
+# Variable-latency instructions the loop keeps in place: their results are waited for on
+# scoreboard SB_KEPT by the first reader, as ptxas' loop waits for them.
+KEPT_VARIABLE = ("LDC", "S2UR", "S2R")
 FFMA_TEXT = re.compile(r"FFMA R(\d+), R(\d+)(\.reuse)?, R(\d+)(\.reuse)?, R(\d+)(\.reuse)?")
 VARIABLE = ("LDS", "LDG", "STS")  # results (and source reads) tracked by scoreboards
 SB_LDS = (0, 1)  # in-body fragment loads, by K-step parity
-SB_NEXT_LDS, SB_LDG, SB_READ = 2, 3, 4
+SB_NEXT_LDS, SB_LDG, SB_READ, SB_KEPT = 2, 3, 4, 5
 ALL_SB = 0x3F
 HOLD = 13  # cycles a fixed-latency result needs at most: a predicate before the instruction
 # it guards or the branch it decides (ptxas never places one closer; step 25)
 MAX_STALL = 11  # the largest stall count ptxas writes (more does not decode with yield)
+WAIT_MIN = 2  # cycles at least from an instruction that sets a scoreboard to one that waits on
+# it: a wait one cycle after does not see the scoreboard yet (ptxas never waits sooner; step 26)
 COOLDOWN = 8  # positions before a register a memory instruction read is written again
 SPREAD = 6  # FFMAs between the loop's other instructions at its head and tail
 
@@ -105,11 +129,16 @@ class Node:
                               (32, 1, False, int(m.group(4))), (64, 1, False, int(m.group(6)))]
         else:
             self.kind = "kept"
-            if self.op in FORMS:
-                rx, fields = FORMS[self.op]
-                m = re.fullmatch(rx, text[self.guard.end():] if self.guard else text)
-                if not m:
+            if self.op in FORMS or self.op in ALT_FORMS:
+                bare = text[self.guard.end():] if self.guard else text
+                for rx, fields in (f for f in (FORMS.get(self.op), ALT_FORMS.get(self.op)) if f):
+                    m = re.fullmatch(rx, bare)
+                    if m:
+                        break
+                else:
                     raise LoopError(f"unexpected form: {text}")
+                if fields is None:  # LOP3.LUT: Rc a register or RZ
+                    fields = [(16, 1, True), (24, 1, False)] + ([(64, 1, False)] if m.group(5) else [])
                 named = [int(r) for r in re.findall(r"\bR(\d+)", text)]  # in field order
                 if len(named) != len(fields):
                     raise LoopError(f"operand count of {text}")
@@ -323,6 +352,7 @@ def live_after(body, start):
     written (backward dataflow over the function's blocks; uses over-approximated)."""
     index = {a: i for i, (a, _) in enumerate(body)}
     leaders = {0, start}
+    calls = []  # calls, returns and indirect branches: fine where start cannot reach them
     for i, (a, t) in enumerate(body):
         m = re.search(r"BRA (0x[0-9a-f]+)", t)
         if m or t.startswith(("EXIT", "RET")) or re.search(r"\bEXIT\b", t):
@@ -330,7 +360,7 @@ def live_after(body, start):
             if m and int(m.group(1), 16) in index:
                 leaders.add(index[int(m.group(1), 16)])
         if re.search(r"\b(BRX|JMX|CALL|RET)\b", t):
-            raise LoopError(f"indirect control flow: {t}")
+            calls.append(i)
     starts = sorted(x for x in leaders if x < len(body))
     blocks = {s: (s, (starts[k + 1] if k + 1 < len(starts) else len(body))) for k, s in enumerate(starts)}
     info = {}
@@ -348,6 +378,15 @@ def live_after(body, start):
         if not uncond and e < len(body):
             succ.append(e)
         info[s] = (use, kill, succ)
+    reached, todo = set(), [start]
+    while todo:
+        s = todo.pop()
+        if s not in reached:
+            reached.add(s)
+            todo += info[s][2]
+    for i in calls:
+        if any(b <= i < e for b, e in (blocks[s] for s in reached)):
+            raise LoopError(f"indirect control flow after the loop: {body[i][1]}")
     live = {s: set() for s in blocks}
     changed = True
     while changed:
@@ -672,6 +711,8 @@ def scoreboards(loop, seq, alloc, ctrl):
             wsb[n.idx] = SB_NEXT_LDS
         elif n.op.startswith("LDG"):
             wsb[n.idx] = SB_LDG
+        elif n.op.startswith(KEPT_VARIABLE):
+            wsb[n.idx] = SB_KEPT
     regs = lambda n, want_def: [reg_of(loop, alloc, v) for _f, _w, d, vs in n.vals if d == want_def for v in vs]
     pos = {n.idx: p for p, n in enumerate(seq)}
     # A memory instruction may read its registers after it issues: a later writer of one waits.
@@ -700,6 +741,17 @@ def scoreboards(loop, seq, alloc, ctrl):
                 if not done:
                     wait[n.idx] |= 1 << sb
                     waits_at[sb].append((p, blk))
+    # Uniform registers and predicates such an instruction writes: its first reader waits.
+    for p, n in enumerate(seq):
+        if n.op.startswith(KEPT_VARIABLE):
+            for x in effects(n.text)[1]:
+                if re.fullmatch(r"R\d+", x):
+                    continue  # a register value: waited for above
+                reader = next((m for m in seq[p + 1 :] if x in effects(m.text)[2]), None)
+                if reader is not None:
+                    if loop.in_block.get(reader.idx) != loop.in_block.get(n.idx):
+                        raise LoopError(f"{n.text}: its first reader is behind a branch")
+                    wait[reader.idx] |= 1 << SB_KEPT
     for n in seq:
         if n.idx == 0 or n is seq[-1]:
             wait[n.idx] = ALL_SB
@@ -707,6 +759,38 @@ def scoreboards(loop, seq, alloc, ctrl):
         c = ctrl[n.idx] & ~(0x3F << 5) & ~(0x3F << 11)
         c |= (wsb.get(n.idx, 7) << 5) | (rsb.get(n.idx, 7) << 8) | (wait[n.idx] << 11)
         ctrl[n.idx] = c
+
+
+def settle_waits(loop, seq, ctrl):
+    """Raise stall counts until every wait is WAIT_MIN cycles or more after the latest
+    instruction before it that sets the scoreboard it waits on, on both paths."""
+    for _round in range(20):
+        changed = False
+        for path in paths(loop, seq, block_targets(loop, seq)):
+            cyc, c = [], 0
+            for n in path:
+                cyc.append(c)
+                c += stall(ctrl[n.idx])
+            last_set = {}
+            for p, n in enumerate(path):
+                mask = (ctrl[n.idx] >> 11) & ALL_SB
+                short = [WAIT_MIN - (cyc[p] - cyc[last_set[sb]]) for sb in last_set if mask >> sb & 1]
+                need = max(short, default=0)
+                if need > 0:
+                    prev = path[p - 1].idx
+                    if stall(ctrl[prev]) + need > MAX_STALL:
+                        raise LoopError("cannot space a wait from its scoreboard")
+                    ctrl[prev] += need
+                    changed = True
+                    break
+                sb = (ctrl[n.idx] >> 5) & 7
+                if sb != 7:
+                    last_set[sb] = p
+            if changed:
+                break
+        if not changed:
+            return
+    raise LoopError("wait spacing does not settle")
 
 
 def cache_kills(n, boundary):
@@ -835,7 +919,7 @@ def effects(text):
     nd = 2 if base in ("ISETP", "FSETP", "UISETP", "PLOP3") else 1
     while base not in ("ISETP", "FSETP", "UISETP", "PLOP3") and nd < len(ops) and re.fullmatch(r"U?P(\d|T)", ops[nd]):
         nd += 1  # carry-out predicates follow the destination
-    written = set().union(*(_resources(o, width if base in ("LDS", "LDG") else 1) for o in ops[:nd]))
+    written = set().union(*(_resources(o, width if base in ("LDS", "LDG", "LDC") else 1) for o in ops[:nd]))
     return op, written, guard.union(*(_resources(o) for o in ops[nd:]))
 
 
@@ -844,73 +928,126 @@ def _kind(producer, consumer, resource):
 
 
 def _dependences(seq):
-    """(kind, cycles) of every read of a resource, against its last writer in [(text, stall)]."""
-    last, cyc, out = {}, 0, []
-    for text, st in seq:
+    """(kind, cycles, how, producer position, reader position) of every read of a resource
+    against its last writer in [(text, control bits)]. how: "fixed" where the writer sets no
+    scoreboard, "waited" where it does and an instruction after it, up to the reader, waits
+    on that scoreboard WAIT_MIN cycles or more after it, "unwaited" otherwise."""
+    last, cyc, out, masks, cycles = {}, 0, [], [], []
+    for p, (text, ctrl) in enumerate(seq):
         op, written, read = effects(text)
-        out += [(_kind(last[r][0], op, r), cyc - last[r][1]) for r in read if r in last]
-        last.update({r: (op, cyc) for r in written})
-        cyc += st
+        masks.append((ctrl >> 11) & ALL_SB)
+        cycles.append(cyc)
+        for r in read:
+            if r in last:
+                w_op, w_cyc, w_sb, w_pos = last[r]
+                waited = any(masks[q] >> w_sb & 1 and cycles[q] - w_cyc >= WAIT_MIN for q in range(w_pos + 1, p + 1))
+                how = "fixed" if w_sb == 7 else "waited" if waited else "unwaited"
+                out.append((_kind(w_op, op, r), cyc - w_cyc, how, w_pos, p))
+        last.update({r: (op, cyc, (ctrl >> 5) & 7, p) for r in written})
+        cyc += ctrl & 0xF
     return out
 
 
 def ptxas_minima(body):
-    """{kind: fewest cycles ptxas leaves} over the straight-line runs of a function
-    [(address, text, lo, hi)]."""
+    """{kind: fewest cycles ptxas leaves} between a fixed-latency result and its reader, over
+    the straight-line runs of a function [(address, text, lo, hi)]."""
     targets = {int(m.group(1), 16) for _a, t, *_w in body for m in [re.search(r"BRA (0x[0-9a-f]+)", t)] if m}
     runs, cur = [], []
     for a, t, _lo, hi in body:
         if a in targets and cur:
             runs.append(cur)
             cur = []
-        cur.append((t, (hi >> 41) & 0xF))
+        cur.append((t, hi >> 41))
         if re.search(r"\b(BRA|EXIT)\b", t):
             runs.append(cur)
             cur = []
     mins = {}
     for run in runs + [cur]:
-        for kind, cycles in _dependences(run):
-            mins[kind] = min(mins.get(kind, cycles), cycles)
+        for kind, cycles, how, _p, _r in _dependences(run):
+            if how == "fixed":
+                mins[kind] = min(mins.get(kind, cycles), cycles)
     return mins
 
 
-def latency_violations(body, head, end, new):
-    """Dependences in the rewritten loop `new` [(address, text, stall)] (body[head..end]
-    replaced) shorter than ptxas makes that kind anywhere in `body`, on both paths through
-    two iterations, entered from the code before the loop and left into the code after it."""
-    word = lambda item: (item[1], (item[3] >> 41) & 0xF)
+def latency_violations(body, head, end, new, pads=None):
+    """Dependences in the rewritten loop `new` [(address, text, control bits)] (body[head..end]
+    replaced) that nothing guarantees, on both paths through two iterations, entered from the
+    code before the loop and left into the code after it: a variable-latency result read with
+    no wait on its scoreboard, or a fixed-latency one read sooner than ptxas reads that kind
+    anywhere in `body`. Each as (path, kind, cycles, cycles needed, where): "entry" for a
+    result of the code before the loop, "exit" for a read in the code after it, else "loop".
+    `pads` {body index: stall} replace the stall counts of instructions outside the loop."""
     start = head
     while start > max(0, head - 32) and not re.search(r"\bBRA\b", body[start - 1][1]):
         start -= 1
-    before = [word(x) for x in body[start:head]]
-    index = {a: i for i, (a, *_r) in enumerate(body)}
-    nxt = end + 1
-    m = re.fullmatch(r"BRA (0x[0-9a-f]+)", body[nxt][1]) if nxt < len(body) else None
-    after = [word(x) for x in body[index[int(m.group(1), 16)] if m else nxt :][:32]]
+    first = exit_start(body, end)
 
-    def runs(loop):  # both blocks run; every forward branch in the loop taken
-        in_loop = {a for a, _t, _s in loop}
+    def runs(loop, pads):  # both blocks run; every forward branch in the loop taken
+        word = lambda i: (body[i][1], (body[i][3] >> 41 & ~0xF) | pads.get(i, body[i][3] >> 41 & 0xF))
+        before = [word(i) for i in range(start, head)]
+        after = [word(i) for i in range(first, min(first + 32, len(body)))]
+        in_loop = {a for a, _t, _c in loop}
         full, skip, to = [], [], None
-        for a, t, st in loop:
-            full.append((t, st))
+        for a, t, c in loop:
+            full.append((t, c))
             if to is None or a >= to:
                 to = None
-                skip.append((t, st))
+                skip.append((t, c))
                 m = re.match(r"@!?U?P\d BRA (0x[0-9a-f]+)", t)
                 if m and int(m.group(1), 16) > a and int(m.group(1), 16) in in_loop:
                     to = int(m.group(1), 16)
-        return [("both blocks", before + full + full + after), ("blocks skipped", before + skip + skip + after)]
+        return [("both blocks", before + full + full + after, len(before), len(full)),
+                ("blocks skipped", before + skip + skip + after, len(before), len(skip))]
 
     mins = ptxas_minima(body)
-    for _name, seq in runs([(a, t, (hi >> 41) & 0xF) for a, t, _lo, hi in body[head : end + 1]]):
-        for kind, cycles in _dependences(seq):  # ptxas' own loop, entered and left
-            mins[kind] = min(mins.get(kind, cycles), cycles)
+    for _name, seq, _b, _n in runs([(a, t, hi >> 41) for a, t, _lo, hi in body[head : end + 1]], {}):
+        for kind, cycles, how, _p, _r in _dependences(seq):  # ptxas' own loop, entered and left
+            if how == "fixed":
+                mins[kind] = min(mins.get(kind, cycles), cycles)
     bad = []
-    for name, seq in runs(new):
-        for kind, cycles in _dependences(seq):
-            if cycles < mins.get(kind, HOLD):
-                bad.append((name, kind, cycles, mins.get(kind, HOLD)))
+    for name, seq, nb, n in runs(new, pads or {}):
+        for kind, cycles, how, p, r in _dependences(seq):
+            need = 0 if how == "waited" else mins.get(kind, HOLD)
+            if how == "unwaited" or cycles < need:
+                where = "entry" if p < nb else "exit" if r >= nb + 2 * n else "loop"
+                bad.append((name, kind, cycles, need if how == "fixed" else "a wait", where))
     return bad
+
+
+def exit_start(body, end):
+    """Index of the first instruction the loop ending at body[end] runs after it exits (past
+    an unconditional branch there)."""
+    nxt = end + 1
+    m = re.fullmatch(r"BRA (0x[0-9a-f]+)", body[nxt][1]) if nxt < len(body) else None
+    if not m:
+        return nxt
+    return next(i for i, (a, *_r) in enumerate(body) if a == int(m.group(1), 16))
+
+
+def boundary_pads(body, head, end, new):
+    """{body index: stall} for the instructions just before the loop and just after its exit
+    that keep the code around the loop as far from the new loop's first reads and last writes
+    as ptxas keeps it from its own (each runs once a loop, not once an iteration); raises
+    LoopError if a violation is inside the loop or padding cannot remove it."""
+    pads = {}
+    for _round in range(32):
+        bad = latency_violations(body, head, end, new, pads)
+        if not bad:
+            return pads
+        name, kind, cycles, need, where = bad[0]
+        if where == "loop" or need == "a wait":
+            raise LoopError(f"{len(bad)} dependences closer than ptxas places them, e.g. {bad[:3]}")
+        # Before the loop: the last instruction there; after it: the first, which delays
+        # every later one (a read by that first instruction itself cannot be padded).
+        order = [head - 1 - k for k in range(8)] if where == "entry" else [exit_start(body, end) + k for k in range(8)]
+        for i in order:
+            have = pads.get(i, body[i][3] >> 41 & 0xF)
+            if have < MAX_STALL:
+                pads[i] = min(MAX_STALL, have + need - cycles)
+                break
+        else:
+            raise LoopError(f"cannot pad around the loop for {bad[0]}")
+    raise LoopError("padding around the loop does not settle")
 
 
 # --- encoding and checks ------------------------------------------------------------------------
@@ -943,18 +1080,23 @@ def node_regs(loop, n, alloc=None):
 
 def symbolic(loop, seq, targets, alloc, intern):
     """Per path: (memory effects in order, {register: value} at the end) of one iteration,
-    values as expressions over the registers' values at the head, interned in `intern`."""
+    values as expressions over the registers' values at the head, interned in `intern`.
+    Uniform registers and predicates, which keep their names, are values too: a moved load
+    must read the same version of its uniform address term."""
 
     def E(t):
         return intern.setdefault(t, len(intern))
 
     out = []
     for path in paths(loop, seq, targets):
-        state, effects, mem = {}, [], 0
+        state, ordered, mem = {}, [], 0
         for n in path:
             R = node_regs(loop, n, alloc)
             srcs = tuple(state.get(R[f] + k, E(("in", R[f] + k))) for f, w, d, _r in n.slot_regs
                          if not d for k in range(w))
+            _op, written, read = effects(n.text)
+            named = lambda res: sorted(x for x in res if not re.fullmatch(r"R\d+", x))  # noqa: E731
+            srcs += tuple(state.get(x, E(("in", x))) for x in named(read))
             templ = re.sub(r"\bR\d+", "R", n.text.replace(".reuse", ""))
             if n.branch_target() is not None:
                 templ = re.sub(r"0x[0-9a-f]+", "", templ)
@@ -965,16 +1107,18 @@ def symbolic(loop, seq, targets, alloc, intern):
             else:
                 key = (templ, srcs)
             if n.op.startswith(("STS", "BAR")):
-                effects.append(key)
+                ordered.append(key)
                 mem += 1
             elif n.op.startswith("LDG"):
-                effects.append(key)
+                ordered.append(key)
             for f, w, d, _r in n.slot_regs:
                 if d:
                     for k in range(w):
                         state[R[f] + k] = E(key + (k,))
+            for x in named(written):
+                state[x] = E(key + (x,))
         keep = set(loop.live_in) | set(loop.live_exit)
-        out.append((effects, {r: v for r, v in state.items() if r in keep}))
+        out.append((ordered, {r: v for r, v in state.items() if r in keep or isinstance(r, str)}))
     return out
 
 
@@ -1007,9 +1151,11 @@ def expected_text(loop, n, R, reuse, new_target):
     return text
 
 
-def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=True, conflict_weight=100):
-    """[(address, lo, hi, expected text)] for the main loop of one function."""
-    best = main_loop_bounds(body)
+def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=True, conflict_weight=100,
+            bounds=None):
+    """[(address, lo, hi, expected text)] for one main loop of a function: `bounds` (FFMA
+    count, head, back branch) as `ffma_loops` gives them, or the loop with the most FFMAs."""
+    best = bounds or main_loop_bounds(body)
     if best is None or best[0] < 256:
         raise LoopError("no FFMA loop")
     _n, head, end = best
@@ -1052,6 +1198,7 @@ def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=Tr
             ctrl[n.idx] = (n.ctrl & ~((1 << 21) - 1)) | stall_ | (1 << 4)  # stall 1, yield bit as ptxas
     pad_gaps(loop, seq, ctrl)
     scoreboards(loop, seq, alloc, ctrl)
+    settle_waits(loop, seq, ctrl)
     regs = {n.idx: node_regs(loop, n, alloc) for n in seq}
     ops = {i: (R[16], R[24], R[32], R[64]) for i, R in regs.items() if loop.nodes[i].kind == "ffma"}
     targets = block_targets(loop, seq)
@@ -1086,9 +1233,11 @@ def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=Tr
         c = ctrl[n.idx] | (reuse.get(n.idx, 0) << 17)
         hi = (hi & ((1 << 41) - 1)) | (c << 41)
         out.append((new_addr[n.idx], lo, hi, expected_text(loop, n, regs[n.idx], reuse.get(n.idx, 0), target)))
-    bad = latency_violations(body, head, end, [(a, t, (hi >> 41) & 0xF) for a, _lo, hi, t in out])
-    if bad:
-        raise LoopError(f"{len(bad)} dependences closer than ptxas places them, e.g. {bad[:3]}")
+    pads = boundary_pads(body, head, end, [(a, t, hi >> 41) for a, _lo, hi, t in out])
+    for i, st in sorted(pads.items()):
+        a, t, lo, hi = body[i]
+        out.append((a, lo, hi & ~(0xF << 41) | st << 41, t))
+    stats["pads"] = {hex(body[i][0]): st for i, st in pads.items()}
     # Statistics under the reuse model, ptxas' loop against the new one.
     old_bounds = {0} | set(original_targets(loop).values())
     old_ops = {n.idx: tuple(node_regs(loop, n)[f] for f in (16, 24, 32, 64)) for n in loop.nodes if n.kind == "ffma"}
@@ -1099,12 +1248,29 @@ def rewrite(body, stats, beam=32, order_from="model", per_bank=True, reuse_on=Tr
     return out
 
 
-FUNCTION = r"sgemm_tiledINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16E.*LNS_6LayoutE1ELS3_0E"
+FUNCTION = r"(sgemm_tiled|sgemm_stream_k)INS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16E.*LNS_6LayoutE1ELS3_0E"
 
 
-def fingerprint(body):
-    """The main loop's instruction words, hashed: a rewrite is validated on one ptxas output."""
-    best = main_loop_bounds(body)
+def ffma_loops(body):
+    """(FFMA count, head, back branch) of the innermost loops with the function's most FFMAs,
+    in address order: a tiled kernel's unchecked and checked main loops, not the stream-K
+    tail's loop over its pieces around them."""
+    index = {item[0]: i for i, item in enumerate(body)}
+    backs = []
+    for i, (addr, text, *_rest) in enumerate(body):
+        m = re.search(r"BRA (0x[0-9a-f]+)", text)
+        if m and int(m.group(1), 16) < addr and int(m.group(1), 16) in index:
+            backs.append((index[int(m.group(1), 16)], i))
+    inner = [(h, e) for h, e in backs if not any(h <= h2 and e2 < e for h2, e2 in backs)]
+    counted = [(sum(" FFMA " in f" {item[1]} " for item in body[h : e + 1]), h, e) for h, e in inner]
+    most = max((n for n, _h, _e in counted), default=0)
+    return [c for c in counted if most and c[0] == most]
+
+
+def fingerprint(body, bounds=None):
+    """A main loop's instruction words, hashed: a rewrite is validated on one ptxas output.
+    `bounds` as `rewrite` takes them."""
+    best = bounds or main_loop_bounds(body)
     if best is None:
         return None
     _n, head, end = best
@@ -1115,31 +1281,35 @@ def fingerprint(body):
 
 
 def rewrite_library(path, out, function=FUNCTION, fingerprints=None, **options):
-    """Rewrite the main loop of every function matching `function` in the library at path
-    and write the result to out (only if a loop was rewritten). With `fingerprints`
-    ({validated loop: its rewrite}), only a loop whose `fingerprint` is a key is rewritten;
-    one that is a value is reported as rewritten already. `options` go to `rewrite`.
-    Returns {function: what was done}; raises LoopError, writing nothing, if cuobjdump does
+    """Rewrite the main loops (`ffma_loops`) of every function matching `function` in the
+    library at path and write the result to out (only if a loop was rewritten). With `fingerprints`
+    ({validated loop: its rewrite, or (its rewrite, {rewrite option: value})}), only a loop
+    whose `fingerprint` is a key is rewritten, with `options` and its own; one that is a
+    rewrite is reported as rewritten already. `options` go to `rewrite`.
+    Returns {"function, loop at address": what was done}; raises LoopError, writing nothing, if cuobjdump does
     not read every rewritten instruction back as intended."""
     data = bytearray(open(path, "rb").read())
     done, status = [], {}
     for pos, size, name, base, _sec_size, lines in functions_in(data, function):
         body = [(a, t, *struct.unpack_from("<QQ", data, base + a)) for a, t in lines]
-        fp = fingerprint(body)
-        if fingerprints is not None and fp not in fingerprints:
-            done_already = fp in fingerprints.values()
-            status[name] = "rewritten already" if done_already else f"left alone (loop {fp} is not the validated ptxas output)"
-            continue
-        stats = {}
-        try:
-            new = rewrite(body, stats, **options)
-        except LoopError as e:
-            status[name] = f"left alone ({e})"
-            continue
-        for addr, lo, hi, _t in new:
-            struct.pack_into("<QQ", data, base + addr, lo, hi)
-        done.append((pos, size, name, new))
-        status[name] = f"rewritten (loop {fp}): {stats}"
+        for bounds in ffma_loops(body):
+            where = f"{name}, loop at {body[bounds[1]][0]:#x}"
+            fp = fingerprint(body, bounds)
+            validated = {k: v if isinstance(v, tuple) else (v, {}) for k, v in (fingerprints or {}).items()}
+            if fingerprints is not None and fp not in validated:
+                done_already = fp in {v[0] for v in validated.values()}
+                status[where] = "rewritten already" if done_already else f"left alone (loop {fp} is not a validated ptxas output)"
+                continue
+            stats = {}
+            try:
+                new = rewrite(body, stats, bounds=bounds, **{**options, **validated.get(fp, (None, {}))[1]})
+            except LoopError as e:
+                status[where] = f"left alone ({e})"
+                continue
+            for addr, lo, hi, _t in new:
+                struct.pack_into("<QQ", data, base + addr, lo, hi)
+            done.append((pos, size, name, new))
+            status[where] = f"rewritten (loop {fp}): {stats}"
     # cuobjdump must read every rewritten instruction back as intended.
     for pos, size, name, new in done:
         lines = dict(listing(bytes(data[pos : pos + size]))[name])

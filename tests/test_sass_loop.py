@@ -120,8 +120,8 @@ def test_rewrite_library_only_touches_validated_loops(monkeypatch, tmp_path):
     monkeypatch.setattr(sl, "functions_in", lambda d, pattern: [(0, len(d), "f", 0, len(d), lines)])
     fp = sl.fingerprint(body)
     status = sl.rewrite_library(str(lib), str(out), fingerprints={"0" * 16: "1" * 16})
-    assert status == {"f": f"left alone (loop {fp} is not the validated ptxas output)"}
-    assert sl.rewrite_library(str(lib), str(out), fingerprints={"0" * 16: fp}) == {"f": "rewritten already"}
+    assert status == {"f, loop at 0x10": f"left alone (loop {fp} is not a validated ptxas output)"}
+    assert sl.rewrite_library(str(lib), str(out), fingerprints={"0" * 16: fp}) == {"f, loop at 0x10": "rewritten already"}
     assert not out.exists() and lib.read_bytes() == bytes(data)
 
 
@@ -146,8 +146,42 @@ def test_latency_check_holds_the_new_loop_to_ptxas_distances():
     texts = ["MOV R1, c[0x0][0x28]", "PLOP3.LUT P1, PT, PT, PT, UP0, 0x80, 0x0", "FFMA R4, R5, R6, R4",
              "@!P1 BRA 0x10", "EXIT"]
     stalls = [2, 13, 1, 1, 1]
-    body = [(0x10 * i, t, 0, s << 41) for i, (t, s) in enumerate(zip(texts, stalls))]
-    rewritten = lambda plop3_stall: [(0x10, texts[1], plop3_stall), (0x20, texts[2], 1), (0x30, texts[3], 1)]
+    body = [(0x10 * i, t, 0, (CTRL & ~0xF | s) << 41) for i, (t, s) in enumerate(zip(texts, stalls))]
+    rewritten = lambda plop3_stall: [(0x10, texts[1], CTRL & ~0xF | plop3_stall), (0x20, texts[2], CTRL),
+                                     (0x30, texts[3], CTRL)]
     assert sl.latency_violations(body, 1, 3, rewritten(13)) == []
     bad = sl.latency_violations(body, 1, 3, rewritten(12))
-    assert {(kind, cycles, need) for _path, kind, cycles, need in bad} >= {(("PLOP3", "BRA", "P"), 13, 14)}
+    assert {(kind, cycles, need, where) for _path, kind, cycles, need, where in bad} >= {
+        (("PLOP3", "BRA", "P"), 13, 14, "loop")}
+
+
+def test_latency_check_wants_a_wait_on_a_variable_latency_result():
+    # The loop loads R8 (write scoreboard 3); the FFMA reading it must wait on scoreboard 3,
+    # however far away it is.
+    texts = ["MOV R1, c[0x0][0x28]", "LDS.128 R8, [R2]", "FFMA R4, R8, R6, R4", "@!P1 BRA 0x10", "EXIT"]
+    sets_sb3 = CTRL & ~(7 << 5) | 3 << 5
+    waits_sb3 = CTRL | 1 << 3 << 11
+    body = [(0x10 * i, t, 0, c << 41) for i, (t, c) in enumerate(zip(texts, [CTRL, sets_sb3, waits_sb3, CTRL, CTRL]))]
+    far = CTRL & ~0xF | 11
+    assert sl.latency_violations(body, 1, 3, [(0x10, texts[1], sets_sb3 & ~0xF | 2), (0x20, texts[2], waits_sb3),
+                                              (0x30, texts[3], CTRL)]) == []
+    bad = sl.latency_violations(body, 1, 3, [(0x10, texts[1], sets_sb3 & ~0xF | 11), (0x20, texts[2], far), (0x30, texts[3], CTRL)])
+    assert (("LDS", "FFMA", "R"), 11, "a wait", "loop") in {(k, c, n, w) for _p, k, c, n, w in bad}
+    # A wait one cycle after the load does not see its scoreboard yet (step 26): not a wait.
+    soon = sl.latency_violations(body, 1, 3, [(0x10, texts[1], sets_sb3 & ~0xF | 1), (0x20, texts[2], waits_sb3),
+                                              (0x30, texts[3], CTRL)])
+    assert (("LDS", "FFMA", "R"), 1, "a wait", "loop") in {(k, c, n, w) for _p, k, c, n, w in soon}
+
+
+def test_boundary_pads_keep_the_code_before_the_loop_away_from_its_first_reads():
+    # ptxas zeroes R4 7 cycles before its loop reads it (3 + 3 + 1); the new loop reads R4
+    # in its first FFMA, 6 cycles after, so the instruction before the loop waits one cycle
+    # longer. Padding inside the loop would cost every iteration; before it, once.
+    texts = ["CS2R R4, SRZ", "MOV R1, c[0x0][0x28]", "FFMA R7, R5, R6, R7", "FFMA R4, R5, R6, R4", "@!P1 BRA 0x20",
+             "EXIT"]
+    stalls = [3, 3, 1, 1, 1, 1]
+    body = [(0x10 * i, t, 0, (CTRL & ~0xF | s) << 41) for i, (t, s) in enumerate(zip(texts, stalls))]
+    new = [(0x20, texts[3], CTRL), (0x30, texts[2], CTRL), (0x40, texts[4], CTRL)]
+    assert [b[1:] for b in sl.latency_violations(body, 2, 4, new)] == [(("CS2R", "FFMA", "R"), 6, 7, "entry")] * 2
+    assert sl.boundary_pads(body, 2, 4, new) == {1: 4}
+    assert sl.latency_violations(body, 2, 4, new, {1: 4}) == []
