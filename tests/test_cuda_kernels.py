@@ -347,11 +347,14 @@ def test_stream_k_tail(layout, m, n, k):
     "m,n,k,hi",
     [
         (128, 128, 8, 2048), (128, 128, 16, 2048), (128, 128, 24, 2048), (128, 128, 64, 2048),  # one block
-        (2176, 2304, 256, 4),  # whole waves through the stream-K launch's whole-wave instance
+        (2176, 2304, 256, 4),  # the stream-K launch: whole waves, and tail pieces of 5 K tiles
+        (2176, 2304, 2048, 8),  # tail pieces of 40 K tiles, starting inside tiles
+        (4096, 4096, 4096, 8),  # three whole waves, a tail of 450 K tiles a block over two tiles
     ],
 )
 def test_t816_cr_exact_on_integers(m, n, k, hi):
-    # setup.py rewrites t816's cr main loops below ptxas (docs/performance.md, steps 24-25).
+    # setup.py rewrites t816's cr main loops below ptxas (docs/performance.md, steps 24-26),
+    # the plain launch's, the stream-K whole waves' and the stream-K tail's.
     # On integers whose products and sums fp32 holds exactly the result must be the float64
     # one bit for bit: the rewrite's one-tile-too-many loop of step 25 counted K steps twice.
     variant = "tiled_128x128x8_t816"
