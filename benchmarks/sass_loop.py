@@ -1,7 +1,7 @@
 """Regenerate a GEMM main loop below ptxas: in-place accumulators, an FFMA order chosen for
 the operand reuse cache, fragment loads one K step ahead, registers allocated afresh.
 
-docs/performance.md, steps 24-25, in the line of `sass_schedule.py`: steps 13-18 found the
+docs/performance.md, steps 24-26, in the line of `sass_schedule.py`: steps 13-18 found the
 8 x 16 kernels' speed set by ptxas' register allocation and load placement, which nothing in
 the source controls. This rewrites the main loop of a built kernel (setup.py: the built
 extension itself; by hand: a copy) as a permutation of ptxas' own instructions:
@@ -37,8 +37,15 @@ iteration (the loop ran one K tile too many) wherever the FFMAs before it issued
 stall: ptxas never puts a predicate fewer than 13 cycles before its use. The check finds
 that rewrite; it was written after it.
 
-setup.py runs `rewrite_library` on the built extension (`walk24`, only on the loops whose
-fingerprint it was validated on); by hand:
+Step 26 took it to the stream-K tail's loop, which ptxas wrote with rematerialised addresses
+(S2UR, LDC, uniform-register terms): each innermost loop of a function is a candidate
+(`ffma_loops`), uniform registers and predicates are values in the symbolic check, and the
+timing check knows scoreboards (a wait fewer than WAIT_MIN cycles after the instruction that
+sets its scoreboard does not see it: the first tail rewrite faulted on exactly that) and pads
+the code around the loop (`boundary_pads`) rather than refusing.
+
+setup.py runs `rewrite_library` on the built extension (only on the loops whose fingerprint
+it was validated on, each with its own order); by hand:
 
     python -m benchmarks.sass_loop torch_vecgemm/_C*.so --conflict-weight 0 --out patched.so
 """
