@@ -1094,6 +1094,9 @@ def symbolic(loop, seq, targets, alloc, intern):
     def E(t):
         return intern.setdefault(t, len(intern))
 
+    def named(resources):  # the uniform registers and predicates among them
+        return sorted(x for x in resources if not re.fullmatch(r"R\d+", x))
+
     out = []
     for path in paths(loop, seq, targets):
         state, ordered, mem = {}, [], 0
@@ -1102,7 +1105,6 @@ def symbolic(loop, seq, targets, alloc, intern):
             srcs = tuple(state.get(R[f] + k, E(("in", R[f] + k))) for f, w, d, _r in n.slot_regs
                          if not d for k in range(w))
             _op, written, read = effects(n.text)
-            named = lambda res: sorted(x for x in res if not re.fullmatch(r"R\d+", x))  # noqa: E731
             srcs += tuple(state.get(x, E(("in", x))) for x in named(read))
             templ = re.sub(r"\bR\d+", "R", n.text.replace(".reuse", ""))
             if n.branch_target() is not None:

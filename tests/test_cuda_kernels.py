@@ -2,7 +2,6 @@
 first. Skipped, with the reason shown, where there is no GPU."""
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import subprocess
