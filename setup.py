@@ -116,10 +116,9 @@ def _extension():
 # is rewritten only if its instructions are the ptxas output the rewrite was validated on
 # (nvcc 13.0, sm_90): a change to the kernel or another compiler leaves ptxas' loop, and
 # the build says so.
-SASS_REWRITE_ORDER = "walk24"
-SASS_REWRITE_VALIDATED = {  # sass_loop.fingerprint of ptxas' loop: of its rewrite (, its options)
-    "34973e9377bbb49a": "e21c29bb09b17f17",  # plain launch
-    "bf66b29f48a2b2a0": "cf731044b67051aa",  # stream-K whole waves
+SASS_REWRITE_VALIDATED = {  # sass_loop.fingerprint of ptxas' loop: (of its rewrite, the rewrite's options)
+    "34973e9377bbb49a": ("e21c29bb09b17f17", {"order_from": "walk24"}),  # plain launch
+    "bf66b29f48a2b2a0": ("cf731044b67051aa", {"order_from": "walk24"}),  # stream-K whole waves
     "64c6be3b494231a0": ("e73f1a3a982b462a", {"order_from": "model", "conflict_weight": 0}),  # stream-K tail
 }
 
@@ -144,7 +143,7 @@ def _rewrite_sass(lib):
         say("no cuobjdump; loops left as ptxas wrote them")
         return
     try:
-        status = sass_loop.rewrite_library(lib, lib, fingerprints=SASS_REWRITE_VALIDATED, order_from=SASS_REWRITE_ORDER)
+        status = sass_loop.rewrite_library(lib, lib, fingerprints=SASS_REWRITE_VALIDATED)
     except Exception as e:  # noqa: BLE001 - a failed check or a tool error: nothing was written
         say(f"not written ({type(e).__name__}: {e}); loops left as ptxas wrote them")
         return

@@ -40,19 +40,22 @@ def functions(sass):
     return out
 
 
-def main_loop_bounds(body):
-    """(FFMA count, index of the head, index of the back branch) of the loop with the most
-    FFMAs in body [(address, text, ...)]; None if there is no loop."""
+def loops(body):
+    """(FFMA count, index of the head, index of the back branch) of every loop in body
+    [(address, text, ...)], in the order of their back branches."""
     index = {item[0]: i for i, item in enumerate(body)}
-    best = None
+    out = []
     for i, (addr, text, *_rest) in enumerate(body):
         m = re.search(r"BRA (0x[0-9a-f]+)", text)
         if m and int(m.group(1), 16) < addr and int(m.group(1), 16) in index:
             head = index[int(m.group(1), 16)]
-            n = sum(" FFMA " in f" {item[1]} " for item in body[head : i + 1])
-            if best is None or n > best[0]:
-                best = (n, head, i)
-    return best
+            out.append((sum(" FFMA " in f" {item[1]} " for item in body[head : i + 1]), head, i))
+    return out
+
+
+def main_loop_bounds(body):
+    """The loop of `loops` with the most FFMAs (the first of equals); None if there is none."""
+    return max(loops(body), key=lambda c: c[0], default=None)
 
 
 def main_loop(body):

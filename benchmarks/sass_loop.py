@@ -50,13 +50,14 @@ it was validated on, each with its own order); by hand:
     python -m benchmarks.sass_loop torch_vecgemm/_C*.so --conflict-weight 0 --out patched.so
 """
 import argparse
+import functools
 import hashlib
 import re
 import shutil
 import struct
 from collections import Counter, defaultdict
 
-from .ffma_banks import main_loop_bounds
+from .ffma_banks import loops, main_loop_bounds
 from .sass_schedule import functions_in, listing, write_library
 
 # sm_90 fields (bit offset in the 128-bit instruction): Rd 16, Ra 24, Rb 32, Rc 64.
@@ -908,6 +909,7 @@ def _resources(token, width=1):
     return res
 
 
+@functools.lru_cache(maxsize=None)
 def effects(text):
     """(opcode, registers / predicates written, read) of one instruction's text. Not
     `_defs_uses`, which serves liveness: that one over-reads (a store's address as wide as its
@@ -922,12 +924,12 @@ def effects(text):
     ops = _operands(t[len(op):])
     width = 4 if ".128" in op else 2 if ".64" in op else 1
     if base in ("STS", "STG", "BAR", "BRA", "EXIT", "NOP") or not ops:
-        return op, set(), guard.union(*(_resources(o, width if i else 1) for i, o in enumerate(ops)))
+        return op, frozenset(), frozenset(guard.union(*(_resources(o, width if i else 1) for i, o in enumerate(ops))))
     nd = 2 if base in ("ISETP", "FSETP", "UISETP", "PLOP3") else 1
     while base not in ("ISETP", "FSETP", "UISETP", "PLOP3") and nd < len(ops) and re.fullmatch(r"U?P(\d|T)", ops[nd]):
         nd += 1  # carry-out predicates follow the destination
     written = set().union(*(_resources(o, width if base in ("LDS", "LDG", "LDC") else 1) for o in ops[:nd]))
-    return op, written, guard.union(*(_resources(o) for o in ops[nd:]))
+    return op, frozenset(written), frozenset(guard.union(*(_resources(o) for o in ops[nd:])))
 
 
 def _kind(producer, consumer, resource):
@@ -939,15 +941,18 @@ def _dependences(seq):
     against its last writer in [(text, control bits)]. how: "fixed" where the writer sets no
     scoreboard, "waited" where it does and an instruction after it, up to the reader, waits
     on that scoreboard WAIT_MIN cycles or more after it, "unwaited" otherwise."""
-    last, cyc, out, masks, cycles = {}, 0, [], [], []
+    last, cyc, out, last_wait = {}, 0, [], {}  # last_wait: scoreboard -> (position, cycle)
     for p, (text, ctrl) in enumerate(seq):
         op, written, read = effects(text)
-        masks.append((ctrl >> 11) & ALL_SB)
-        cycles.append(cyc)
+        for sb in range(6):
+            if (ctrl >> 11) >> sb & 1:
+                last_wait[sb] = (p, cyc)
         for r in read:
             if r in last:
                 w_op, w_cyc, w_sb, w_pos = last[r]
-                waited = any(masks[q] >> w_sb & 1 and cycles[q] - w_cyc >= WAIT_MIN for q in range(w_pos + 1, p + 1))
+                # The latest wait is the latest in cycles: if it is too close, so is any other.
+                q, q_cyc = last_wait.get(w_sb, (-1, 0))
+                waited = q > w_pos and q_cyc - w_cyc >= WAIT_MIN
                 how = "fixed" if w_sb == 7 else "waited" if waited else "unwaited"
                 out.append((_kind(w_op, op, r), cyc - w_cyc, how, w_pos, p))
         last.update({r: (op, cyc, (ctrl >> 5) & 7, p) for r in written})
@@ -976,14 +981,16 @@ def ptxas_minima(body):
     return mins
 
 
-def latency_violations(body, head, end, new, pads=None):
+def latency_violations(body, head, end, new, pads=None, mins=None):
     """Dependences in the rewritten loop `new` [(address, text, control bits)] (body[head..end]
     replaced) that nothing guarantees, on both paths through two iterations, entered from the
     code before the loop and left into the code after it: a variable-latency result read with
     no wait on its scoreboard, or a fixed-latency one read sooner than ptxas reads that kind
     anywhere in `body`. Each as (path, kind, cycles, cycles needed, where): "entry" for a
     result of the code before the loop, "exit" for a read in the code after it, else "loop".
-    `pads` {body index: stall} replace the stall counts of instructions outside the loop."""
+    `pads` {body index: stall} replace the stall counts of instructions outside the loop.
+    `mins`, a dict, is filled with ptxas' minima on the first call and reused by later ones
+    on the same loop (they do not depend on the new loop or the pads)."""
     start = head
     while start > max(0, head - 32) and not re.search(r"\bBRA\b", body[start - 1][1]):
         start -= 1
@@ -1006,11 +1013,13 @@ def latency_violations(body, head, end, new, pads=None):
         return [("both blocks", before + full + full + after, len(before), len(full)),
                 ("blocks skipped", before + skip + skip + after, len(before), len(skip))]
 
-    mins = ptxas_minima(body)
-    for _name, seq, _b, _n in runs([(a, t, hi >> 41) for a, t, _lo, hi in body[head : end + 1]], {}):
-        for kind, cycles, how, _p, _r in _dependences(seq):  # ptxas' own loop, entered and left
-            if how == "fixed":
-                mins[kind] = min(mins.get(kind, cycles), cycles)
+    mins = {} if mins is None else mins
+    if not mins:
+        mins.update(ptxas_minima(body))
+        for _name, seq, _b, _n in runs([(a, t, hi >> 41) for a, t, _lo, hi in body[head : end + 1]], {}):
+            for kind, cycles, how, _p, _r in _dependences(seq):  # ptxas' own loop, entered and left
+                if how == "fixed":
+                    mins[kind] = min(mins.get(kind, cycles), cycles)
     bad = []
     for name, seq, nb, n in runs(new, pads or {}):
         for kind, cycles, how, p, r in _dependences(seq):
@@ -1036,9 +1045,9 @@ def boundary_pads(body, head, end, new):
     that keep the code around the loop as far from the new loop's first reads and last writes
     as ptxas keeps it from its own (each runs once a loop, not once an iteration); raises
     LoopError if a violation is inside the loop or padding cannot remove it."""
-    pads = {}
+    pads, mins = {}, {}
     for _round in range(32):
-        bad = latency_violations(body, head, end, new, pads)
+        bad = latency_violations(body, head, end, new, pads, mins)
         if not bad:
             return pads
         name, kind, cycles, need, where = bad[0]
@@ -1264,16 +1273,10 @@ def ffma_loops(body):
     """(FFMA count, head, back branch) of the innermost loops with the function's most FFMAs,
     in address order: a tiled kernel's unchecked and checked main loops, not the stream-K
     tail's loop over its pieces around them."""
-    index = {item[0]: i for i, item in enumerate(body)}
-    backs = []
-    for i, (addr, text, *_rest) in enumerate(body):
-        m = re.search(r"BRA (0x[0-9a-f]+)", text)
-        if m and int(m.group(1), 16) < addr and int(m.group(1), 16) in index:
-            backs.append((index[int(m.group(1), 16)], i))
-    inner = [(h, e) for h, e in backs if not any(h <= h2 and e2 < e for h2, e2 in backs)]
-    counted = [(sum(" FFMA " in f" {item[1]} " for item in body[h : e + 1]), h, e) for h, e in inner]
-    most = max((n for n, _h, _e in counted), default=0)
-    return [c for c in counted if most and c[0] == most]
+    found = loops(body)
+    inner = [c for c in found if not any(c[1] <= h and e < c[2] for _n, h, e in found)]
+    most = max((n for n, _h, _e in inner), default=0)
+    return [c for c in inner if most and c[0] == most]
 
 
 def fingerprint(body, bounds=None):
@@ -1299,15 +1302,15 @@ def rewrite_library(path, out, function=FUNCTION, fingerprints=None, **options):
     not read every rewritten instruction back as intended."""
     data = bytearray(open(path, "rb").read())
     done, status = [], {}
+    validated = {k: v if isinstance(v, tuple) else (v, {}) for k, v in (fingerprints or {}).items()}
+    rewrites = {v[0] for v in validated.values()}
     for pos, size, name, base, _sec_size, lines in functions_in(data, function):
         body = [(a, t, *struct.unpack_from("<QQ", data, base + a)) for a, t in lines]
         for bounds in ffma_loops(body):
             where = f"{name}, loop at {body[bounds[1]][0]:#x}"
             fp = fingerprint(body, bounds)
-            validated = {k: v if isinstance(v, tuple) else (v, {}) for k, v in (fingerprints or {}).items()}
             if fingerprints is not None and fp not in validated:
-                done_already = fp in {v[0] for v in validated.values()}
-                status[where] = "rewritten already" if done_already else f"left alone (loop {fp} is not a validated ptxas output)"
+                status[where] = "rewritten already" if fp in rewrites else f"left alone (loop {fp} is not a validated ptxas output)"
                 continue
             stats = {}
             try:
