@@ -2,6 +2,7 @@
 // CUDA-side rule answers "fall back", and tuning has nothing to tune.
 #include <c10/util/Exception.h>
 
+#include "planning.h"
 #include "problem.h"
 #include "tuning.h"
 
@@ -24,11 +25,23 @@ std::string tuning_key(const at::Tensor&, const at::Tensor&) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: nothing to tune");
 }
 void clear_tuning_cache() {}
-void set_checked_loads_only(bool) {}
 void set_dependent_launch(bool) {}
 
+PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                         const std::string& variant) {
+  PlanSummary out;
+  out.family = "fallback";
+  out.fallback_reason = *fallback_reason(A, B, C, variant);
+  out.description = "fallback: " + *out.fallback_reason;
+  return out;
+}
+
 std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
-  return "fallback: " + *fallback_reason(A, B, std::nullopt, variant);
+  return plan_summary(A, B, std::nullopt, variant).description;
+}
+
+int resident_blocks(const std::string&) {
+  TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no kernel has resident blocks");
 }
 
 }  // namespace vecgemm

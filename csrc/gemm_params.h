@@ -41,8 +41,6 @@ struct GemmParams {
   float* workspace;
   // Whether the epilogue may move C and D four elements at a time (16-byte aligned rows).
   bool c_vec4, d_vec4;
-  // Measurement knob: every block takes the bounds-checked main loop (benchmarks/edge_overhead.py).
-  bool checked_loads_only;
 };
 
 // The stream-K tail (sgemm_stream_k.cuh): the tiles first_tile .. first_tile + tiles - 1

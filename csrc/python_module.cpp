@@ -2,6 +2,7 @@
 // bindings expose the eligibility rules and the tuning controls to the Python package.
 #include <torch/extension.h>
 
+#include "planning.h"
 #include "problem.h"
 #include "tuning.h"
 
@@ -22,10 +23,29 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("tuning_key", &vecgemm::tuning_key, py::arg("A"), py::arg("B"),
         "The tuning cache's key for A @ B under the auto variant (after its copies).");
   m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);
-  m.def("_set_checked_loads_only", &vecgemm::set_checked_loads_only,
-        "Measurement knob: every block takes the bounds-checked loads (edge-handling cost).");
   m.def("_set_dependent_launch", &vecgemm::set_dependent_launch,
         "Measurement knob: whether the second passes may overlap the end of the kernel before them.");
   m.def("selected_kernel", &vecgemm::selected_kernel, py::arg("A"), py::arg("B"), py::arg("variant") = "auto",
         "The kernel (and split-K factor) A @ B would run on, or 'fallback: <reason>'.");
+  m.def(
+      "plan",
+      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, const std::string& variant) {
+        const vecgemm::PlanSummary s = vecgemm::plan_summary(A, B, C, variant);
+        py::dict d;
+        d["family"] = s.family;
+        d["kernel"] = s.kernel;
+        d["split_k"] = s.split_k;
+        d["stream_k"] = s.stream_k;
+        d["copy_a"] = s.copy_a;
+        d["copy_b"] = s.copy_b;
+        d["orders"] = s.orders;
+        d["fallback_reason"] = s.fallback_reason;
+        d["autotune_pending"] = s.autotune_pending;
+        d["description"] = s.description;
+        return d;
+      },
+      py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
+      "How alpha * A @ B + beta * C would run (pure: nothing is allocated, launched or timed).");
+  m.def("resident_blocks", &vecgemm::resident_blocks, py::arg("config"),
+        "Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per SM).");
 }

@@ -1,4 +1,4 @@
-// Controls of the kernel selection's autotune mode and its cache (cuda/selection.cpp;
+// Controls of the planner's autotune mode and its cache (cuda/autotune.cpp;
 // no-ops in a CPU-only build). Python saves and restores the cache as JSON.
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -22,14 +22,9 @@ void add_tuning_entry(const std::string& key, const std::string& config, int spl
 std::string tuning_key(const at::Tensor& A, const at::Tensor& B);
 void clear_tuning_cache();
 
-// Measurement knob: make every block of the tiled kernel take its bounds-checked loads.
-void set_checked_loads_only(bool enabled);
 // Measurement knob: whether the second passes (split-K reduction, stream-K fix-up) may
 // overlap the end of the kernel before them (programmatic dependent launch; on unless
 // VECGEMM_DEPENDENT_LAUNCH=0).
 void set_dependent_launch(bool enabled);
-
-// What A @ B would run on: a kernel name (with its split-K factor) or "fallback: <reason>".
-std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant);
 
 }  // namespace vecgemm

@@ -8,9 +8,9 @@
 //    of a warp that read 8 consecutive K of one row (32 bytes, one sector) write 8 shared
 //    rows; with the row stride BX + 4 they fall in 8 banks 4 apart, the warp's 4 rows in
 //    the 4 banks between, so both the reads and the writes are conflict-free. This is what
-//    cuBLAS's fp32 kernels do (LDGSTS.E in their SASS, docs/performance.md step 10); an
+//    cuBLAS's fp32 kernels do (LDGSTS.E in their SASS, docs/performance.md); an
 //    earlier version kept K-contiguous tiles in storage order and read fragments along K,
-//    which put a K step's fragment in registers of one parity (step 7).
+//    which put a K step's fragment in registers of one parity.
 #pragma once
 #include <cstdint>
 
@@ -36,10 +36,8 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // One operand's tiles, for one thread: which elements it copies and where they go.
 // BX: the tile's extent along M (A) or N (B); kStride: floats per shared row (BX + pad).
-// The copies are spread over the kThreads threads from kFirstThread on: the whole block, or
-// the producer warpgroup of benchmarks/experiments/warp_specialized (docs/performance.md,
-// step 16).
-template <int BX, int BK, int kThreads, bool kKContiguous, int kStride, int kFirstThread = 0>
+// The copies are spread over the block's kThreads threads.
+template <int BX, int BK, int kThreads, bool kKContiguous, int kStride>
 struct AsyncTile {
   static constexpr int kFloats = BK * kStride;
   // A copy moves one element (K-contiguous) or a 4-float chunk along X.
@@ -64,7 +62,7 @@ struct AsyncTile {
   __device__ __forceinline__ AsyncTile(const float* panel, int64_t ld_, int x_left_)
       : src(panel), ld(ld_), step(kKContiguous ? BK : BK * ld_), x_left(x_left_) {}
 
-  __device__ __forceinline__ static unsigned tid() { return threadIdx.x - kFirstThread; }
+  __device__ __forceinline__ static unsigned tid() { return threadIdx.x; }
 
   // Tile coordinates of the thread's i-th copy.
   __device__ __forceinline__ static void coords(int i, int& x, int& k) {

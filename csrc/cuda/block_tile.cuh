@@ -16,7 +16,7 @@ constexpr int kRasterGroupM = 8;
 // tiles, on the bounds-checked main loop) come after all the others: the stream-K plan's
 // whole waves then hold none of them, where each would hold up its wave's end (the next
 // launch waits for the slowest block), and its tail, shared evenly over every block, takes
-// their extra cost (docs/performance.md, step 21). Only the stream-K plan's kernels use it,
+// their extra cost (docs/performance.md). Only the stream-K plan's kernels use it,
 // as a compile-time constant, so every other kernel's SASS stays as it was.
 __host__ __device__ __forceinline__ void tile_origin(int m, int n, int bm, int bn, int pid, int& m0, int& n0,
                                                      bool edges_last = false) {
@@ -80,9 +80,9 @@ struct BlockTile {
 
   // Whether the block's loads need no bounds checks: its tile lies inside the problem and
   // its K range is whole K tiles (true of nearly all blocks of a large problem; a K that is
-  // not a multiple of BK makes it false for all, which is why auto pads K, dispatch.cpp).
+  // not a multiple of BK makes it false for all, which is why auto pads K: plan.cpp).
   __device__ __forceinline__ bool unchecked(const GemmParams& p) const {
-    return m0 + S::BM <= p.m && n0 + S::BN <= p.n && k_len % S::BK == 0 && !p.checked_loads_only;
+    return m0 + S::BM <= p.m && n0 + S::BN <= p.n && k_len % S::BK == 0;
   }
 
   // Element (0, k_begin) of this block's rows of A, and (k_begin, 0) of its columns of B.
@@ -104,7 +104,7 @@ __device__ __forceinline__ float opaque_one() { return __int_as_float(0x3f800000
 
 template <class S>
 __device__ __forceinline__ void zero(float (&acc)[S::TM][S::TN]) {
-  // A literal zero becomes 64-bit CS2R zeroing of register pairs (TileShape::kSteerBanks).
+  // A literal zero becomes 64-bit CS2R zeroing of register pairs (MainloopPolicy::kSteerBanks).
   const float z = S::kSteerBanks ? opaque_zero() : 0.0f;
 #pragma unroll
   for (int i = 0; i < S::TM; ++i)
@@ -133,59 +133,16 @@ __device__ __forceinline__ void load_fragments(const float* as, const float* bs,
   }
 }
 
-// The order of the outer product's FFMAs (TileShape::kFfmaOrder). It shapes ptxas' register
-// allocation, and with it how many FFMAs read two operands from the same register bank
-// (dispatch stalls). kLongSerpentine, the default, measured fastest on the H200 for the
-// production rows (docs/performance.md, steps 8 and 10): for thread tiles longer one way
-// than the other (8 x 16, 16 x 8) a serpentine along the longer side (consecutive FFMAs
-// share an operand at both ends of a line); for 8 x 8 tiles the plain order (the serpentine
-// was up to 6% slower there although it has fewer same-bank pairs). The others are for the
-// code-generation search of step 18.
-enum FfmaOrder : int {
-  kLongSerpentine = 0,
-  kRowsPlain = 1,        // i outer, j inner
-  kShortSerpentine = 2,  // a serpentine along the shorter side
-  kRowPairs = 3,         // two rows at a time, zigzag down the columns: every FFMA shares an operand
-  kFragmentBlocks = 4,   // 4 x 4 fragment blocks in a serpentine, rows plain inside each
-};
-
-// The n-th FFMA's accumulator (i, j) of a TM x TN outer product in the given order.
-template <int kOrder, int TM, int TN>
-__host__ __device__ constexpr void ffma_position(int n, int& i, int& j) {
-  constexpr bool kRowsLong = TN >= TM;  // the serpentine of kLongSerpentine runs along rows
-  if (kOrder == kRowsPlain || (kOrder == kLongSerpentine && TM == TN)) {
-    i = n / TN, j = n % TN;
-  } else if ((kOrder == kLongSerpentine) == kRowsLong) {
-    i = n / TN, j = n % TN;
-    if (i % 2) j = TN - 1 - j;
-  } else if (kOrder == kLongSerpentine || kOrder == kShortSerpentine) {
-    j = n / TM, i = n % TM;
-    if (j % 2) i = TM - 1 - i;
-  } else if (kOrder == kRowPairs) {
-    const int pair = n / (2 * TN), r = n % (2 * TN);
-    j = r / 2;
-    if (pair % 2) j = TN - 1 - j;
-    i = 2 * pair + ((r / 2) % 2 ? 1 - r % 2 : r % 2);
-  } else {
-    const int blk = n / 16, r = n % 16, bm = blk / (TN / 4);
-    int bn = blk % (TN / 4);
-    if (bm % 2) bn = TN / 4 - 1 - bn;
-    i = bm * 4 + r / 4, j = bn * 4 + r % 4;
-  }
-}
-
-// acc += ra (x) rb, in the order S::kFfmaOrder.
+// acc += ra (x) rb. The order of the FFMAs shapes ptxas' register allocation, and with it
+// how many FFMAs read two operands from the same register bank (dispatch stalls). Measured
+// fastest on the H200 (docs/performance.md): for thread tiles longer one way than the other
+// (8 x 16, 16 x 8) a serpentine along the longer side, so that consecutive FFMAs share an
+// operand at both ends of a line; for square tiles the plain order (the serpentine was up
+// to 6% slower there although it has fewer same-bank pairs).
 template <class S>
 __device__ __forceinline__ void outer_product(const float (&ra)[S::TM], const float (&rb)[S::TN],
                                               float (&acc)[S::TM][S::TN]) {
-  if constexpr (S::kFfmaOrder != kLongSerpentine) {
-#pragma unroll
-    for (int n = 0; n < S::TM * S::TN; ++n) {
-      int i = 0, j = 0;
-      ffma_position<S::kFfmaOrder, S::TM, S::TN>(n, i, j);
-      acc[i][j] = fmaf(ra[i], rb[j], acc[i][j]);
-    }
-  } else if constexpr (S::TM > S::TN) {
+  if constexpr (S::TM > S::TN) {
 #pragma unroll
     for (int j = 0; j < S::TN; ++j)
 #pragma unroll
@@ -216,16 +173,10 @@ struct SharedTiles {
   const float* b;
 };
 
-struct NoStores {
-  __device__ __forceinline__ void operator()() const {}
-};
-
-// early_stores: with S::kStoreStep >= 0, run before step kStoreStep's FFMAs when there is a
-// next tile (the register-staged kernel's stores; next_tile then only needs the barrier).
-template <class S, class NextTile, class EarlyStores = NoStores>
+template <class S, class NextTile>
 __device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_row, int b_col, bool more,
                                         NextTile&& next_tile, float (&ra)[2][S::TM], float (&rb)[2][S::TN],
-                                        float (&acc)[S::TM][S::TN], EarlyStores early_stores = {}) {
+                                        float (&acc)[S::TM][S::TN]) {
   static_assert(!S::kPrefetchFragments || S::BK % 2 == 0,
                 "the last step and the next tile's first use different register sets");
 #pragma unroll
@@ -235,7 +186,6 @@ __device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_
       outer_product<S>(ra[0], rb[0], acc);
       continue;
     }
-    if (kk == S::kStoreStep && more) early_stores();
     if (kk + 1 < S::BK) {
       load_fragments<S>(as, bs, kk + 1, a_row, b_col, ra[(kk + 1) & 1], rb[(kk + 1) & 1]);
     } else if (more) {
@@ -268,7 +218,7 @@ template <class S>
 __device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,
                                                    const float (&acc)[S::TM][S::TN]) {
   // Partial sums leave through 128-bit stores; scaled by an opaque 1 they are copies, so the
-  // stores do not need the accumulators themselves in aligned quads (TileShape::kSteerBanks).
+  // stores do not need the accumulators themselves in aligned quads (MainloopPolicy::kSteerBanks).
   const float one = S::kSteerBanks ? opaque_one() : 1.0f;
 #pragma unroll
   for (int fm = 0; fm < S::kFragsM; ++fm)

@@ -3,7 +3,7 @@
 // (dependent_launch.h) and may start once every block of the kernel before it has called
 // allow_dependents() (or exited), which the GEMM kernels and the tail do first thing; its
 // launch and ramp-up then overlap the GEMM's last blocks instead of following them (on a
-// 10 us product, a tenth of the time: docs/performance.md, step 23).
+// 10 us product, a tenth of the time: docs/performance.md).
 //
 // The contract of a kernel launched that way: each of its blocks calls
 // wait_for_predecessor() before touching global memory (it returns once the kernel before

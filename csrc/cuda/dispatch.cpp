@@ -1,65 +1,27 @@
-// CUDA implementations of the vecgemm ops: turn tensors into GemmParams, pick a kernel,
-// launch it on the current stream under a device guard. The rules for what may reach a
-// kernel are in problem.cpp (shared) and kernel_violation() below (per variant).
+// The CUDA implementations of the vecgemm ops. Every call goes the same way: the rules
+// (problem.cpp, and kernel_violation() below per variant), then a plan (plan.h: pure), then
+// its execution (execute.h) on the current stream under a device guard.
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cmath>
-#include <cstdlib>
 #include <limits>
-#include <tuple>
 
+#include "../planning.h"
 #include "../problem.h"
 #include "../reference.h"
+#include "../tuning.h"
+#include "device_profile.h"
+#include "execute.h"
+#include "kernel_configs.h"
 #include "kernels.h"
-#include "selection.h"
+#include "plan.h"
 
 namespace vecgemm {
-
-// ---- the variant table -----------------------------------------------------------------
-
 namespace {
 
-std::atomic<bool> g_checked_loads_only{false};
-std::atomic<bool> g_dependent_launch{[] {
-  const char* v = std::getenv("VECGEMM_DEPENDENT_LAUNCH");
-  return !(v && std::string(v) == "0");
-}()};
-
-TiledKernel (&kernel_table())[kNumTileConfigs][2][2][2] {
-  static TiledKernel table[kNumTileConfigs][2][2][2] = {};
-  return table;
-}
-
-constexpr int kNumConfigs = kNumTileConfigs;
-
-constexpr const char* kAuto = "auto";
-constexpr const char* kVectorized = "vectorized";  // the seed's kernel
-constexpr const char* kGemv = "gemv";              // matrix-vector products
-constexpr int kVectorizedIndex = kNumConfigs, kGemvIndex = kNumConfigs + 1;
-
-// -1 for "auto", kVectorizedIndex, kGemvIndex, else a tiled configuration.
-std::optional<int> variant_index(const std::string& variant) {
-  if (variant == kAuto) return -1;
-  if (variant == kVectorized) return kVectorizedIndex;
-  if (variant == kGemv) return kGemvIndex;
-  for (int c = 0; c < kNumConfigs; ++c)
-    if (variant == kTileConfigs[c].name) return c;
-  return std::nullopt;
-}
-
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
-// Every K-or-MN vector of the operand is 16-byte aligned: pointer, leading dimension and
-// batch stride all multiples of four floats.
-bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
-  const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
-  return aligned16(t.data_ptr()) && s.ld % 4 == 0 && batch_stride % 4 == 0;
-}
 
 // Dense row-major, as the seed's kernel indexes (lda = K, ldb = ldc = N).
 bool row_major_dense(const at::Tensor& t) {
@@ -85,207 +47,51 @@ Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::
   return not_multiple("K", s.k, VectorizedTile::BK);
 }
 
-Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out,
-                 const std::string& variant) {
-  const auto index = variant_index(variant);
-  if (!index) {
+// The CUDA-side rules for a named variant; C_out: the in-place op's output (the seed's
+// kernel writes it in place, so its rules apply to it too).
+Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const std::string& name) {
+  const auto variant = parse_variant(name);
+  if (!variant) {
     std::string names;
-    for (const auto& v : available_variants()) names += (names.empty() ? "" : ", ") + v;
-    return "unknown variant '" + variant + "' (available: " + names + ")";
+    for (const auto& v : variant_names()) names += (names.empty() ? "" : ", ") + v;
+    return "unknown variant '" + name + "' (available: " + names + ")";
   }
-  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
+  for (const auto& [label, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
     if (!storage_of(*t))
-      return std::string(name) + " is neither row- nor column-major (strides " + list_str(t->strides()) + ")";
+      return std::string(label) + " is neither row- nor column-major (strides " + list_str(t->strides()) + ")";
   const GemmShape s = shape_of(A, B);
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (std::max({s.batch, s.m, s.n, s.k}) > kIntMax)
     return "a dimension is 2^31 or larger; the kernels index dimensions with 32-bit integers";
-  if (*index == kVectorizedIndex) return vectorized_violation(A, B, C_out);
-  if (*index == kGemvIndex) {
+  if (std::holds_alternative<SeedKernel>(*variant)) return vectorized_violation(A, B, C_out);
+  if (std::holds_alternative<MatrixVector>(*variant)) {
     if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
     return std::string("the gemv kernel takes M = 1 with a column-major B, or N = 1 with a row-major A");
   }
-  if (*index >= 0 && !kTileConfigs[*index].scalar && !(vec4_ok(A, *storage_of(A)) && vec4_ok(B, *storage_of(B))))
-    return "variant " + variant + " is built for 16-byte aligned operands only (pointer, leading dimension "
-           "and batch stride multiples of 4 floats)";
+  if (const auto* fixed = std::get_if<FixedConfig>(&*variant)) {
+    const Problem problem = problem_of(A, B, false);
+    if (!kKernelConfigs[fixed->config].scalar && !(problem.a_vec4 && problem.b_vec4))
+      return "variant " + name + " is built for 16-byte aligned operands only (pointer, leading dimension "
+             "and batch stride multiples of 4 floats)";
+  }
   return std::nullopt;
 }
 
-// ---- operands the kernels would take slowly ----------------------------------------------
-
-// Two kinds of operands cost the kernels a good part of their speed: one whose rows do not
-// start 16 bytes aligned sends the problem to the scalar-load kernels, and a K that is not a
-// multiple of the K tile sends every block to the bounds-checked main loop (with 128
-// registers a thread, the checked loop spills). For a large problem, one copy of the
-// operand(s) into padded storage costs less: it moves 8 bytes per element (~2.3 ps each at
-// the H200's bandwidth) and saves ~9 fs or more per multiply-add, so it pays when the
-// operand is reused across more than ~250 columns (A) or rows (B) and the product is large
-// enough to cover the extra launches (docs/performance.md, step 6). The storage orders run
-// at different speeds too (A column-major and B row-major fastest, tile_configs.h), so a copy
-// may also change an operand's order, and an operand may be copied for its order alone,
-// where the cost model says the faster kernel pays for the copy (step 17).
-constexpr int64_t kCopyMinReuse = 256;
-constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
-// K is padded to a multiple of every tiling's BK.
-constexpr int64_t kKPadding = 16;
-
-// The same values in storage of the given order, rows starting 16-byte aligned, with the K
-// dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu,
-// or transpose_copy.cu when the order changes).
-at::Tensor padded_copy(const at::Tensor& t, int k_dim, int64_t k_padded, Layout order) {
-  if (t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0) {  // keep a broadcast batch broadcast
-    const at::Tensor one = padded_copy(t.select(0, 0), k_dim, k_padded, order);
-    return one.unsqueeze(0).expand({t.size(0), one.size(0), one.size(1)});
-  }
-  // Source and copy as views whose last dimension is the contiguous one.
-  const bool src_row_major = storage_of(t)->layout == Layout::RowMajor;
-  const bool dst_row_major = order == Layout::RowMajor;
-  const at::Tensor rows = src_row_major ? t : t.transpose(-1, -2);
-  std::vector<int64_t> sizes = t.sizes().vec();  // the copy's, in t's (logical) terms
-  sizes[sizes.size() + k_dim] = k_padded;
-  if (!dst_row_major) std::swap(sizes[sizes.size() - 1], sizes[sizes.size() - 2]);
-  const int64_t width = sizes.back();
-  sizes.back() = (width + 3) / 4 * 4;
-  TORCH_CHECK(sizes.back() <= std::numeric_limits<int>::max(), "vecgemm: padded operand too large");
-  const at::Tensor copy = at::empty(sizes, t.options());
-  const bool batched = rows.dim() == 3;
-  const PadCopy c{rows.data_ptr<float>(), rows.stride(-2), batched ? rows.stride(0) : 0,
-                  int(rows.size(-2)), int(rows.size(-1)), copy.data_ptr<float>(),
-                  int(copy.size(-2)), int(copy.size(-1)), batched ? int(rows.size(0)) : 1};
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  if (src_row_major == dst_row_major)
-    launch_pad_copy(c, stream);
-  else
-    launch_transpose_copy(c, stream);
-  const at::Tensor view = copy.narrow(-1, 0, width);
-  return dst_row_major ? view : view.transpose(-1, -2);
+// Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
+bool rows_aligned(const at::Tensor& D) {
+  return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
 }
 
-// The operands the auto variant multiplies: A and B themselves, or copies where the cost
-// model says they pay (above). A variant asked for by name gets them as they are.
-std::pair<at::Tensor, at::Tensor> operands_for(const at::Tensor& A, const at::Tensor& B, int variant, bool out_vec4) {
-  if (variant >= 0) return {A, B};
-  const GemmShape s = shape_of(A, B);
-  if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse) return {A, B};
-  const Layout la = storage_of(A)->layout, lb = storage_of(B)->layout;
-  const bool a_ok = vec4_ok(A, *storage_of(A)), b_ok = vec4_ok(B, *storage_of(B));
-  const int64_t k = (s.k + kKPadding - 1) / kKPadding * kKPadding;
-  // Operands that are copied whatever their order: both when K needs padding, else the
-  // misaligned ones. A broadcast operand is copied once.
-  const bool pad_k = k != s.k, must_a = pad_k || !a_ok, must_b = pad_k || !b_ok;
-  const int64_t a_elements = (A.dim() == 3 && A.stride(0) != 0 ? s.batch : 1) * s.m * k;
-  const int64_t b_elements = (B.dim() == 3 && B.stride(0) != 0 ? s.batch : 1) * k * s.n;
-  double best_ns = INFINITY;
-  Layout best_a = la, best_b = lb;
-  // The operands' own orders first: a copy for its order alone must be predicted faster.
-  for (const Layout oa : {la, la == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor}) {
-    for (const Layout ob : {lb, lb == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor}) {
-      const bool copy_a = must_a || oa != la, copy_b = must_b || ob != lb;
-      // k differs from s.k only when K is padded, and then both operands are copied.
-      const ProblemKey key{int(s.batch), int(s.m), int(s.n), int(k), oa, ob, (copy_a || a_ok) && (copy_b || b_ok),
-                           out_vec4};
-      const double ns = model_best_ns(key) + (copy_a ? copy_ns(a_elements) : 0.0) + (copy_b ? copy_ns(b_elements) : 0.0);
-      if (ns < best_ns) best_ns = ns, best_a = oa, best_b = ob;
-    }
-  }
-  const bool copy_a = must_a || best_a != la, copy_b = must_b || best_b != lb;
-  // The copies are for speed only (the kernels take any alignment, K and order): where the
-  // caching allocator cannot give them, the operands are used as they are. Both or neither,
-  // since a padded K must be the same in A and B.
-  try {
-    return {copy_a ? padded_copy(A, -1, k, best_a) : A, copy_b ? padded_copy(B, -2, k, best_b) : B};
-  } catch (const c10::OutOfMemoryError&) {
-    return {A, B};
-  }
-}
-
-// ---- launching ---------------------------------------------------------------------------
-
-// out_vec4: whether the output D's rows are 16-byte aligned.
-ProblemKey key_of(const at::Tensor& A, const at::Tensor& B, bool out_vec4) {
-  const GemmShape s = shape_of(A, B);
-  const MatrixStorage sa = *storage_of(A), sb = *storage_of(B);
-  return ProblemKey{int(s.batch), int(s.m), int(s.n), int(s.k), sa.layout, sb.layout,
-                    vec4_ok(A, sa) && vec4_ok(B, sb), out_vec4};
-}
-
-// The operands variant `index` multiplies for A @ B and their problem key, as the
-// out-of-place ops run it: D freshly allocated, dense. The caller holds a device guard.
-std::tuple<at::Tensor, at::Tensor, ProblemKey> planned_problem(const at::Tensor& A, const at::Tensor& B, int index) {
-  const bool d_vec4 = shape_of(A, B).n % 4 == 0;
-  auto [a, b] = operands_for(A, B, index, d_vec4);
-  const ProblemKey key = key_of(a, b, d_vec4);
-  return {std::move(a), std::move(b), key};
-}
-
-// The operands' part of the kernel parameters; the caller fills in D and C.
-GemmParams operand_params(const at::Tensor& A, const at::Tensor& B, double alpha) {
-  const GemmShape s = shape_of(A, B);
-  GemmParams p{};
-  p.m = int(s.m), p.n = int(s.n), p.k = int(s.k), p.batch = int(s.batch);
-  p.a = Operand{A.data_ptr<float>(), storage_of(A)->ld, A.dim() == 3 ? A.stride(0) : 0};
-  p.b = Operand{B.data_ptr<float>(), storage_of(B)->ld, B.dim() == 3 ? B.stride(0) : 0};
-  p.alpha = float(alpha);
-  p.k_splits = 1, p.k_slice = p.k;
-  p.checked_loads_only = g_checked_loads_only.load();
-  return p;
-}
-
-// D = alpha * A @ B + beta * C with D row-major; C (any strides, broadcast allowed) is only
-// read when beta != 0 and may be D itself. The caller has checked violation().
-void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
-         const std::optional<at::Tensor>& C, double alpha, double beta, const std::string& variant) {
-  const GemmShape s = shape_of(A, B);
-  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
-  const bool use_c = C.has_value() && beta != 0.0;
-  const auto out_sizes = s.out_sizes();
-  if (s.k == 0) {  // an empty sum: D = beta * C
-    if (!use_c) {
-      D.zero_();
-    } else {
-      if (!D.is_same(*C)) D.copy_(C->expand(out_sizes));
-      D.mul_(beta);
-    }
-    return;
-  }
-
+// D = alpha * A @ B + beta * C on the named variant (its rules checked by the caller).
+void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+         double alpha, double beta, const std::string& variant) {
   const c10::cuda::CUDAGuard guard(A.device());
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  const int index = *variant_index(variant);
-  const bool d_vec4 = aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
-  const auto [a, b] = operands_for(A, B, index, d_vec4);
-  GemmParams p = operand_params(a, b, alpha);
-  p.d = D.data_ptr<float>();
-  p.d_ld = D.stride(-2);
-  p.d_batch_stride = D.dim() == 3 ? D.stride(0) : 0;
-  p.d_vec4 = d_vec4;
-  p.beta = use_c ? float(beta) : 0.0f;
-
-  if (index == kVectorizedIndex) {
-    // The seed's kernel reads beta * C from D itself.
-    if (use_c && !D.is_same(*C)) D.copy_(C->expand(out_sizes));
-    launch_vectorized(p, stream);
-    return;
-  }
-  if (use_c) {
-    const at::Tensor c = C->expand(out_sizes);
-    p.c = c.data_ptr<float>();
-    p.c_row_stride = c.stride(-2), p.c_col_stride = c.stride(-1);
-    p.c_batch_stride = c.dim() == 3 ? c.stride(0) : 0;
-    p.c_vec4 = aligned16(p.c) && p.c_col_stride == 1 && p.c_row_stride % 4 == 0 &&
-               p.c_batch_stride % 4 == 0;
-  }
-  const ProblemKey key = key_of(a, b, p.d_vec4);
-  if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb)))
-    launch_gemv(p, key.la, key.lb, stream);
-  else
-    run_tiled(p, key, choose(key, index, p, stream), stream);
+  const Plan p = plan(problem_of(A, B, rows_aligned(D)), *parse_variant(variant));
+  execute(p, D, A, B, C, alpha, beta);
 }
 
-// ---- the ops -------------------------------------------------------------------------------
-
-at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                      double alpha, double beta, c10::string_view variant) {
+at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
+                      double beta, c10::string_view variant) {
   const std::string v(variant);
   if (auto r = fallback_reason(A, B, C, v)) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
@@ -293,8 +99,8 @@ at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optio
   return D;
 }
 
-void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha,
-                               double beta, c10::string_view variant) {
+void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha, double beta,
+                        c10::string_view variant) {
   const std::string v(variant);
   Reason r = contract_violation(A, B, C);
   if (!r) r = inplace_violation(C, A, B);
@@ -311,17 +117,39 @@ void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
 
 // The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
 // otherwise exactly what torch.addmm / torch.baddbmm compute.
-at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                     double alpha, double beta) {
-  if (fallback_reason(A, B, C, kAuto)) return gemm_reference(A, B, C, alpha, beta);
+at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
+                     double beta) {
+  if (fallback_reason(A, B, C, "auto")) return gemm_reference(A, B, C, alpha, beta);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
-  run(D, A, B, C, alpha, beta, kAuto);
+  run(D, A, B, C, alpha, beta, "auto");
   return D;
 }
 
+// The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
+Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant) {
+  const c10::cuda::CUDAGuard guard(A.device());
+  return plan(problem_of(A, B, shape_of(A, B).n % 4 == 0), variant);
+}
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::Vectorized:
+      return "vectorized";
+    case Family::Gemv:
+      return "gemv";
+    case Family::Tiled:
+      return "tiled";
+    case Family::Async:
+      return "async";
+  }
+  return "";
+}
+
+const char* order_name(Layout l) { return l == Layout::RowMajor ? "row-major" : "column-major"; }
+
 }  // namespace
 
-// ---- what problem.h declares ---------------------------------------------------------------
+// ---- what problem.h and tuning.h declare --------------------------------------------------
 
 Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                         const std::string& variant) {
@@ -330,49 +158,55 @@ Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::opt
   return violation(A, B, nullptr, variant);
 }
 
-std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
-  if (auto r = fallback_reason(A, B, std::nullopt, variant)) return "fallback: " + *r;
-  const int index = *variant_index(variant);
-  if (index == kVectorizedIndex) return kVectorized;
-  const c10::cuda::CUDAGuard guard(A.device());
-  const auto [a, b, key] = planned_problem(A, B, index);
-  if (index == kGemvIndex || (index < 0 && gemv_fits(key.m, key.n, key.la, key.lb))) return kGemv;
-  const Choice c = choose(key, index, operand_params(a, b, 1.0), c10::cuda::getCurrentCUDAStream());
-  // "copy of A (column-major) B": the operands copied, with the order where it changed.
-  std::string copied;
-  for (const auto& [name, given, used] : {std::tuple{"A", &A, &a}, {"B", &B, &b}}) {
-    if (used->is_same(*given)) continue;
-    copied += std::string(" ") + name;
-    const Layout order = storage_of(*used)->layout;
-    if (order != storage_of(*given)->layout) copied += order == Layout::RowMajor ? " (row-major)" : " (column-major)";
+std::vector<std::string> available_variants() { return variant_names(); }
+
+PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                         const std::string& variant) {
+  PlanSummary out;
+  if (auto r = fallback_reason(A, B, C, variant)) {
+    out.family = "fallback";
+    out.fallback_reason = *r;
+    out.description = "fallback: " + *r;
+    return out;
   }
-  return std::string(kTileConfigs[c.config].name) + (c.splits > 1 ? " split-k " + std::to_string(c.splits) : "") +
-         (stream_k_tail(key, c) ? " stream-K tail" : "") + (copied.empty() ? "" : ", copy of" + copied);
+  const Plan p = plan_of(A, B, *parse_variant(variant));
+  out.family = family_name(p.family);
+  out.description = describe(p);
+  switch (p.family) {
+    case Family::Vectorized:
+    case Family::Gemv:
+      out.kernel = out.family;
+      break;
+    case Family::Tiled:
+    case Family::Async:
+      out.kernel = kernel_config_name(p.tiling.config);
+      out.split_k = p.tiling.splits;
+      out.stream_k = p.stream_k.has_value();
+      break;
+  }
+  if (p.copy_a.made) out.copy_a = order_name(p.copy_a.order);
+  if (p.copy_b.made) out.copy_b = order_name(p.copy_b.order);
+  out.orders = std::string(p.key.la == Layout::RowMajor ? "r" : "c") + (p.key.lb == Layout::RowMajor ? "r" : "c");
+  out.autotune_pending = p.autotune_pending;
+  return out;
+}
+
+std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
+  return plan_summary(A, B, std::nullopt, variant).description;
 }
 
 std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
-  const Reason reason = fallback_reason(A, B, std::nullopt, kAuto);
+  const Reason reason = fallback_reason(A, B, std::nullopt, "auto");
   TORCH_CHECK(!reason, "vecgemm: A @ B falls back (", reason.value_or(""), "), so it has no tuning key");
-  const c10::cuda::CUDAGuard guard(A.device());
-  return std::get<2>(planned_problem(A, B, -1)).str();
+  return plan_of(A, B, AutoSelect{}).key.str();
 }
 
-std::vector<std::string> available_variants() {
-  std::vector<std::string> names{kAuto, kVectorized, kGemv};
-  for (const auto& c : kTileConfigs) names.emplace_back(c.name);
-  return names;
-}
-
-void set_checked_loads_only(bool enabled) { g_checked_loads_only = enabled; }
-void set_dependent_launch(bool enabled) { g_dependent_launch = enabled; }
-bool dependent_launch_enabled() { return g_dependent_launch.load(); }
-
-void register_tiled_kernel(int config, Layout la, Layout lb, bool vec4, TiledKernel kernel) {
-  kernel_table()[config][int(la)][int(lb)][vec4] = kernel;
-}
-
-TiledKernel tiled_kernel(int config, Layout la, Layout lb, bool vec4) {
-  return kernel_table()[config][int(la)][int(lb)][vec4];
+int resident_blocks(const std::string& config) {
+  const auto row = kernel_config_of(config);
+  TORCH_CHECK(row.has_value(), "vecgemm: unknown kernel config '", config, "'");
+  const int device = c10::cuda::current_device();
+  const TiledKernel kernel = tiled_kernel(*row, Layout::ColMajor, Layout::RowMajor, true);
+  return sm_count(device) * blocks_per_sm(kernel, device);
 }
 
 TORCH_LIBRARY_IMPL(vecgemm, CUDA, m) {

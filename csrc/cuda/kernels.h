@@ -1,10 +1,9 @@
-// Host-side entry points of the CUDA kernels: what dispatch.cpp and selection.cpp may
+// Host-side entry points of the CUDA kernels: what the planner and the executor may
 // call. Each launcher runs on the given stream and checks its launch.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include "../gemm_params.h"
-#include "tile_configs.h"
 
 namespace vecgemm {
 
@@ -23,11 +22,11 @@ struct TiledKernel {
   LaunchFn launch;
   const void* entry;  // the __global__ function, for occupancy queries
   int threads;
-  StreamKFn stream_k;  // null where the row has no stream-K tail (tile_configs.h)
+  StreamKFn stream_k;  // null where the row has no stream-K tail (kernel_configs.h)
 };
 
 // The instances of the tiled kernel, filled at load time by the generated translation
-// units of sgemm_tiled_instances.cuh. config indexes kTileConfigs; vec4: every load of A
+// units of sgemm_tiled_instances.cuh. config indexes kKernelConfigs; vec4: every load of A
 // and B may be 16 bytes wide, otherwise scalar loads. An instance that was not built
 // (scalar loads for a row without `scalar`) has a null launch.
 void register_tiled_kernel(int config, Layout la, Layout lb, bool vec4, TiledKernel kernel);

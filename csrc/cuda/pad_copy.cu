@@ -1,4 +1,4 @@
-// The copy behind the auto variant's padded operands (dispatch.cpp, padded_copy): one pass
+// The copy behind the auto variant's padded operands (execute.cpp, padded_copy): one pass
 // that reads the operand once and writes every element of the padded storage once, values
 // inside the operand and zeros outside. Its rows are the operand's contiguous lines; the
 // padding adds zero rows, zero columns, or both. ATen's equivalent (zeros, then a strided

@@ -79,9 +79,8 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
 template <class S, Layout LA, Layout LB>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const GemmParams p) {
   static_assert(S::kStages >= 2, "a pipeline needs two stages");
-  static_assert(!S::kSteerBanks, "B's 16-byte copies cannot swap pairs (docs/performance.md, step 11)");
+  static_assert(!S::kSteerBanks, "B's 16-byte copies cannot swap pairs (docs/performance.md)");
   static_assert(S::kPinLoadsMask == 0, "cp.async has no staging registers for ptxas to free");
-  static_assert(S::kStoreStep < 0, "cp.async has no staged stores");
   allow_dependents();  // a split-K reduction after it may launch now (dependent_launch.cuh)
   using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor, S::kAsStride>;
   using TileB = AsyncTile<S::BN, S::BK, S::kThreads, LB == Layout::ColMajor, S::kBsStride>;

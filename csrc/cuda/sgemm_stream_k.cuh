@@ -1,4 +1,4 @@
-// The stream-K tail (docs/performance.md, step 20). A problem whose tiles fill w whole waves
+// The stream-K tail (docs/performance.md). A problem whose tiles fill w whole waves
 // of the GPU's resident blocks and then part of one more runs the whole waves with
 // sgemm_tiled (a grid of w waves), and the R tiles of the partial wave with this kernel:
 // one block per resident slot, each a contiguous range of those tiles' K iterations
@@ -7,7 +7,7 @@
 // at most two pieces: the end of one tile and the start of the next. Each piece's partial
 // tile goes to the workspace, and stream_k_fixup.cu adds each tile's pieces in block order
 // (the same order every run) and applies alpha, beta and C. All three take the tiles in
-// the raster order with the edge tiles last, so that the tail gets them (step 21).
+// the raster order with the edge tiles last, so that the tail gets them.
 #pragma once
 #include "sgemm_tiled.cuh"
 
@@ -23,7 +23,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_stream_k(con
   const int tile = int(begin / sk.iters);
   const int64_t split = min(end, int64_t(tile + 1) * sk.iters);  // where the first piece ends
   // The pieces as a loop, not two inlined copies of the main loop: measured 2.5% faster
-  // at 4096 (step 20).
+  // at 4096.
 #pragma unroll 1
   for (int j = 0; j < 2; ++j) {
     const int64_t from = j == 0 ? begin : split, to = j == 0 ? split : end;

@@ -16,7 +16,7 @@
 #include "../gemm_params.h"
 #include "block_tile.cuh"
 #include "dependent_launch.cuh"
-#include "tile_configs.h"
+#include "kernel_configs.h"
 #include "tile_loader.cuh"
 #include "tile_shape.h"
 
@@ -50,26 +50,16 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
       // staging registers; their latency then shows as long-scoreboard stalls). Memory
       // accesses do not move across a warp barrier, a NOP here. Whether holding them here
       // pays depends on what ptxas then does with the rest of the loop: measured per tiling
-      // and storage order (TileShape::kPinLoadsMask, docs/performance.md step 15).
+      // and storage order (MainloopPolicy::kPinLoadsMask, docs/performance.md).
       if (kPinLoads) __syncwarp();
     }
     // The other stage was last read before the previous tile's barrier.
-    if constexpr (S::kStoreStep < 0) {
-      k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
-        load_a.store(As[cur ^ 1]);
-        load_b.store(Bs[cur ^ 1]);
-        __syncthreads();
-        return SharedTiles{As[cur ^ 1], Bs[cur ^ 1]};
-      }, ra, rb, acc);
-    } else {
-      k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
-        __syncthreads();
-        return SharedTiles{As[cur ^ 1], Bs[cur ^ 1]};
-      }, ra, rb, acc, [&]() {
-        load_a.store(As[cur ^ 1]);
-        load_b.store(Bs[cur ^ 1]);
-      });
-    }
+    k_steps<S>(As[cur], Bs[cur], a_row, b_col, more, [&]() {
+      load_a.store(As[cur ^ 1]);
+      load_b.store(Bs[cur ^ 1]);
+      __syncthreads();
+      return SharedTiles{As[cur ^ 1], Bs[cur ^ 1]};
+    }, ra, rb, acc);
     if (!S::kPrefetchFragments && more) {
       load_a.store(As[cur ^ 1]);
       load_b.store(Bs[cur ^ 1]);
@@ -102,7 +92,6 @@ __device__ __forceinline__ void block_product(const GemmParams& p, const BlockTi
 // of the stream-K plan (sgemm_stream_k.cuh).
 template <class S, Layout LA, Layout LB, int VEC, bool kEdgesLast = false>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const GemmParams p) {
-  static_assert(S::kStoreStep < 0 || S::kPrefetchFragments, "early stores are a step of k_steps' prefetch");
   __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
   __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
   allow_dependents();  // a split-K reduction after it may launch now (dependent_launch.cuh)

@@ -1,4 +1,4 @@
-// Compiles a shard of the rows of tile_configs.h for one storage order of A and B and
+// Compiles a shard of the rows of kernel_configs.h for one storage order of A and B and
 // registers the instances at load time. setup.py generates one translation unit per
 // (storage order, shard), each defining VECGEMM_LA, VECGEMM_LB, VECGEMM_SHARD and
 // VECGEMM_SHARDS, so that the many instances build in parallel.
@@ -10,22 +10,26 @@
 #include "sgemm_async.cuh"
 #include "sgemm_stream_k.cuh"
 #include "sgemm_tiled.cuh"
-#include "tile_configs.h"
+#include "kernel_configs.h"
 
 namespace vecgemm {
 namespace {
 
 template <int I>
-using ShapeOf = TileShape<kTileConfigs[I].bm, kTileConfigs[I].bn, kTileConfigs[I].bk, kTileConfigs[I].wm,
-                          kTileConfigs[I].wn, kTileConfigs[I].tm, kTileConfigs[I].tn,
-                          kTileConfigs[I].min_blocks, kTileConfigs[I].prefetch, kTileConfigs[I].steer,
-                          kTileConfigs[I].pin_loads>;
+using TileOf = TileShape<kKernelConfigs[I].tiling.bm, kKernelConfigs[I].tiling.bn, kKernelConfigs[I].tiling.bk,
+                         kKernelConfigs[I].tiling.wm, kKernelConfigs[I].tiling.wn, kKernelConfigs[I].tiling.tm,
+                         kKernelConfigs[I].tiling.tn>;
+template <int I>
+using PolicyOf = MainloopPolicy<kKernelConfigs[I].mainloop.min_blocks, kKernelConfigs[I].mainloop.prefetch,
+                                kKernelConfigs[I].mainloop.steer, kKernelConfigs[I].mainloop.pin_loads>;
+template <int I>
+using ShapeOf = KernelShape<TileOf<I>, PolicyOf<I>>;
 
 // The kernel function of row I with loads VEC floats wide.
 template <int I, int VEC>
 constexpr auto kernel_of() {
-  if constexpr (kTileConfigs[I].stages > 0)
-    return &sgemm_async<AsyncShape<ShapeOf<I>, kTileConfigs[I].stages>, VECGEMM_LA, VECGEMM_LB>;
+  if constexpr (kKernelConfigs[I].mainloop.family == MainloopFamily::CpAsync)
+    return &sgemm_async<AsyncShape<ShapeOf<I>, kKernelConfigs[I].mainloop.stages>, VECGEMM_LA, VECGEMM_LB>;
   else
     return &sgemm_tiled<ShapeOf<I>, VECGEMM_LA, VECGEMM_LB, VEC>;
 }
@@ -52,10 +56,8 @@ void launch_stream_k(const GemmParams& p, const StreamK& sk, cudaStream_t stream
 
 template <int I, int VEC>
 void register_instance() {
-  static_assert(VEC == 4 || kTileConfigs[I].stages == 0, "cp.async moves 16-byte chunks");
-  static_assert(!kTileConfigs[I].stream_k || kTileConfigs[I].stages == 0, "the stream-K tail is register-staged");
   StreamKFn stream_k = nullptr;
-  if constexpr (kTileConfigs[I].stream_k && VEC == 4) stream_k = &launch_stream_k<I>;
+  if constexpr (kKernelConfigs[I].stream_k && VEC == 4) stream_k = &launch_stream_k<I>;
   register_tiled_kernel(I, VECGEMM_LA, VECGEMM_LB, VEC == 4,
                         TiledKernel{&launch_tiled<I, VEC>, reinterpret_cast<const void*>(kernel_of<I, VEC>()),
                                     ShapeOf<I>::kThreads, stream_k});
@@ -65,7 +67,7 @@ template <int I>
 void register_row() {
   if constexpr (I % VECGEMM_SHARDS == VECGEMM_SHARD) {
     register_instance<I, 4>();
-    if constexpr (kTileConfigs[I].scalar) register_instance<I, 1>();
+    if constexpr (kKernelConfigs[I].scalar) register_instance<I, 1>();
   }
 }
 
@@ -75,7 +77,7 @@ bool register_rows(std::index_sequence<I...>) {
   return true;
 }
 
-const bool registered = register_rows(std::make_index_sequence<kNumTileConfigs>{});
+const bool registered = register_rows(std::make_index_sequence<kNumKernelConfigs>{});
 
 }  // namespace
 }  // namespace vecgemm

@@ -4,7 +4,7 @@
 // partial tiles a thread, so that thousands of threads have the pieces' loads in flight
 // (with one block a tile the loads ran one after another: 60 us at 3001 x 2999), while the
 // pieces' bounds, 64-bit divisions that every thread computes, are paid once for kVecs
-// float4 (one a thread: 30-40 us at 4096, for 47 MB; docs/performance.md, step 26).
+// float4 (one a thread: 30-40 us at 4096, for 47 MB; docs/performance.md).
 #include <c10/cuda/CUDAException.h>
 
 #include "block_tile.cuh"

@@ -1,6 +1,6 @@
-// The copy behind the auto variant's reordered operands (dispatch.cpp, padded_copy): an
+// The copy behind the auto variant's reordered operands (execute.cpp, padded_copy): an
 // operand copied into the other storage order, so that a problem runs on the storage orders
-// whose kernels are fastest (docs/performance.md, step 17), padded as pad_copy.cu pads.
+// whose kernels are fastest (docs/performance.md), padded as pad_copy.cu pads.
 // Rows of the source become columns of the destination through a shared-memory tile, so
 // that both the reads and the writes are whole 128-byte lines.
 #include <c10/cuda/CUDAException.h>

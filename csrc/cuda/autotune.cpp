@@ -1,0 +1,120 @@
+#include "autotune.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "../tuning.h"
+#include "execute.h"
+#include "kernel_configs.h"
+#include "kernels.h"
+
+namespace vecgemm {
+namespace {
+
+// Autotune times this many of the model's best candidates.
+constexpr int kAutotuneCandidates = 6;
+
+std::mutex g_mutex;
+std::atomic<bool> g_autotune{[] {
+  const char* v = std::getenv("VECGEMM_AUTOTUNE");
+  return v != nullptr && std::string(v) == "1";
+}()};
+std::unordered_map<std::string, TilingChoice> g_tuned;  // autotuned, loaded or added choices
+
+// Median of a few timed runs into a scratch output, so the caller's tensors are untouched.
+float time_choice(GemmParams p, const ProblemKey& key, TilingChoice choice, float* scratch, cudaStream_t stream) {
+  p.d = scratch;
+  p.d_ld = key.n;
+  p.d_batch_stride = int64_t(key.m) * key.n;
+  p.d_vec4 = key.n % 4 == 0;
+  run_tiled(p, key, choice, stream);  // warm-up
+  constexpr int kReps = 5;
+  std::vector<float> ms(kReps);
+  cudaEvent_t start, stop;
+  C10_CUDA_CHECK(cudaEventCreate(&start));
+  C10_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int r = 0; r < kReps; ++r) {
+    C10_CUDA_CHECK(cudaEventRecord(start, stream));
+    run_tiled(p, key, choice, stream);
+    C10_CUDA_CHECK(cudaEventRecord(stop, stream));
+    C10_CUDA_CHECK(cudaEventSynchronize(stop));
+    C10_CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
+  }
+  C10_CUDA_CHECK(cudaEventDestroy(start));
+  C10_CUDA_CHECK(cudaEventDestroy(stop));
+  std::nth_element(ms.begin(), ms.begin() + kReps / 2, ms.end());
+  return ms[kReps / 2];
+}
+
+}  // namespace
+
+std::optional<TilingChoice> tuned_choice(const ProblemKey& key) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_tuned.find(key.str());
+  if (it == g_tuned.end()) return std::nullopt;
+  // A config with no kernel for this problem's storage orders and alignment (an entry added
+  // for another build, say) is passed over: the model chooses.
+  if (tiled_kernel(it->second.config, key.la, key.lb, key.vec4).launch == nullptr) return std::nullopt;
+  return it->second;
+}
+
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  C10_CUDA_CHECK(cudaStreamIsCapturing(stream, &status));
+  return status != cudaStreamCaptureStatusNone;
+}
+
+TilingChoice autotune(const ProblemKey& key, const GemmParams& params, cudaStream_t stream) {
+  const auto candidates = ranked_choices(key);
+  TORCH_INTERNAL_ASSERT(!candidates.empty(), "vecgemm: no kernel config for ", key.str());
+  at::Tensor scratch;
+  try {
+    scratch = at::empty({int64_t(key.batch) * key.m * key.n}, at::device(at::kCUDA).dtype(at::kFloat));
+  } catch (const c10::OutOfMemoryError&) {
+    return candidates.front().second;  // no room to time candidates: the model's choice, not recorded
+  }
+  TilingChoice best = candidates.front().second;
+  float best_ms = INFINITY;
+  const int n = std::min<int>(kAutotuneCandidates, candidates.size());
+  for (int i = 0; i < n; ++i) {
+    const float ms = time_choice(params, key, candidates[i].second, scratch.data_ptr<float>(), stream);
+    if (ms < best_ms) best_ms = ms, best = candidates[i].second;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_tuned[key.str()] = best;
+  return best;
+}
+
+void set_autotune(bool enabled) { g_autotune = enabled; }
+bool autotune_enabled() { return g_autotune.load(); }
+
+std::vector<TuningEntry> tuning_entries() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  std::vector<TuningEntry> out;
+  for (const auto& [key, choice] : g_tuned)
+    out.emplace_back(key, kernel_config_name(choice.config), choice.splits, choice.stream_k);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k) {
+  TORCH_CHECK(splits >= 1, "vecgemm: split count must be at least 1, got ", splits);
+  const auto row = kernel_config_of(config);
+  TORCH_CHECK(row.has_value(), "vecgemm: unknown kernel config '", config, "'");
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_tuned[key] = TilingChoice{*row, splits, stream_k};
+}
+
+void clear_tuning_cache() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_tuned.clear();
+}
+
+}  // namespace vecgemm

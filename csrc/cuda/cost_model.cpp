@@ -1,0 +1,148 @@
+#include "cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <unordered_map>
+
+#include "device_profile.h"
+#include "kernel_configs.h"
+#include "kernels.h"
+
+namespace vecgemm {
+namespace {
+
+// Split-K factors tried, and the least K a slice may have (shorter slices are all prologue).
+constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+constexpr int kMinSlice = 64;
+
+const Tiling& tiling_of(int config) { return kKernelConfigs[config].tiling; }
+
+TiledKernel kernel_for(const ProblemKey& key, int config) { return tiled_kernel(config, key.la, key.lb, key.vec4); }
+
+// The busiest SM's share of the tiles (edge tiles computed whole) in waves of as many blocks
+// as fit on it, in one-block times: full waves, then a partial one of r blocks. A partial
+// wave of r blocks of occ keeps the SM at 0.55 + 0.45 r / occ of its full-wave throughput
+// where the r blocks keep two warps or more on each of its four schedulers; with one warp a
+// scheduler nothing hides its latencies (the profile's one_warp_throughput).
+double block_times(const ProblemKey& key, int config, int64_t real_splits) {
+  const Tiling& t = tiling_of(config);
+  const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
+  const TiledKernel kernel = kernel_for(key, config);
+  const int occ = blocks_per_sm(kernel, key.device);
+  const int64_t per_sm = ceil_div(blocks, sm_count(key.device));
+  const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
+  const double throughput = rest * kernel.threads >= 8 * 32 ? 0.55 + 0.45 * double(rest) / occ
+                                                            : profile_of(key.device).one_warp_throughput;
+  return double(full_waves * occ) + (rest > 0 ? rest / throughput : 0.0);
+}
+
+// block_times under the stream-K schedule: the whole waves, then the tail's work spread over
+// every slot at the profile's stream_k_cost, its fixed cost (two launches more), and the
+// fix-up's traffic: every block boundary splits a tile, so about tail + slots pieces, each a
+// partial tile written and read back, and the tail's tiles of D written.
+double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk) {
+  const Tiling& t = tiling_of(config);
+  const DeviceProfile& profile = profile_of(key.device);
+  const double occ = double(sk.blocks) / sm_count(key.device);
+  const double fixup_ns = 4.0 * t.bm * t.bn * double(2 * (sk.tiles + sk.blocks) + sk.tiles) / profile.bytes_per_ns;
+  const double block_ns = double(t.bm) * t.bn * key.k / profile.macs_per_ns_per_sm;
+  const double fixed_ns = 4 * profile.launch_ns;
+  return double(sk.first_tile) / sk.blocks * occ + double(sk.tiles) / sk.blocks * occ * profile.stream_k_cost +
+         (fixup_ns + fixed_ns) / block_ns;
+}
+
+// Estimated nanoseconds: the waves of blocks (block_times, or stream_k_block_times under a
+// stream-K schedule), never faster than moving every operand once; split-K adds the
+// workspace round trip (partials written by the GEMM, read back by the reduction) and a
+// second launch.
+double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk = nullptr) {
+  const Tiling& t = tiling_of(config);
+  const DeviceProfile& profile = profile_of(key.device);
+  const int slice = slice_for(key.k, splits, t.bk);
+  const int64_t real_splits = ceil_div(key.k, slice);
+  const TiledKernel kernel = kernel_for(key, config);
+  const int occ = blocks_per_sm(kernel, key.device);
+  const double waves = sk != nullptr ? stream_k_block_times(key, config, *sk) : block_times(key, config, real_splits);
+  const int order = order_index(key.la, key.lb);
+  double eff = profile.kernel_percent[config][order] / 100.0 * (profile.order_percent[order] / 100.0);
+  // The last slice (the only one, unsplit) may end inside a K tile: its blocks run checked.
+  const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
+  if (last_slice % t.bk != 0) eff /= 1.0 + (profile.checked_loop - 1.0) / double(real_splits);
+  if (!key.out_vec4 && occ * kernel.threads / 32 < profile.warps_to_hide_scalar_output)
+    eff *= profile.scalar_output_few_warps;
+  const double compute = waves * t.bm * t.bn * slice / (profile.macs_per_ns_per_sm * eff);
+  const double mn = double(key.batch) * key.m * key.n;
+  const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
+  double ns = std::max(compute, operands / profile.bytes_per_ns) + profile.launch_ns;
+  if (real_splits > 1) ns += 4.0 * mn * (2.0 * real_splits + 1.0) / profile.bytes_per_ns + profile.launch_ns;
+  return ns;
+}
+
+std::mutex g_mutex;
+// model_best_ns per key: ranking every candidate costs tens of microseconds, as much as a
+// small GEMM, so it happens once per problem shape.
+std::unordered_map<std::string, double> g_best_ns;
+
+}  // namespace
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
+
+std::string ProblemKey::str() const {
+  return "b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
+         std::to_string(k) + "_" + (la == Layout::RowMajor ? "r" : "c") + (lb == Layout::RowMajor ? "r" : "c") +
+         (vec4 ? "_v4" : "_v1") + (out_vec4 ? "_d4" : "_d1");
+}
+
+std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config) {
+  const Tiling& t = tiling_of(config);
+  const TiledKernel kernel = kernel_for(key, config);
+  if (kernel.stream_k == nullptr || key.batch != 1) return std::nullopt;
+  const int64_t tiles = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn);
+  const int64_t slots = int64_t(sm_count(key.device)) * blocks_per_sm(kernel, key.device);
+  const int64_t whole = tiles / slots, tail = tiles % slots;
+  if (whole == 0 || tail == 0) return std::nullopt;
+  return StreamK{int(whole * slots), int(tail), int(ceil_div(key.k, t.bk)), int(slots)};
+}
+
+std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& key, std::optional<int> only_config) {
+  std::vector<std::pair<double, TilingChoice>> out;
+  for (int c = 0; c < kNumKernelConfigs; ++c) {
+    if (only_config && c != *only_config) continue;
+    if (kernel_for(key, c).launch == nullptr) continue;
+    int last_splits = 0;
+    for (int s : kSplitCandidates) {
+      const int slice = slice_for(key.k, s, tiling_of(c).bk);
+      const int real = int(ceil_div(key.k, slice));
+      if (real == last_splits || (s > 1 && slice < kMinSlice)) continue;
+      last_splits = real;
+      out.push_back({model_ns(key, c, real), TilingChoice{c, real, false}});
+      if (real > 1) continue;
+      if (const auto sk = stream_k_schedule(key, c)) out.push_back({model_ns(key, c, 1, &*sk), TilingChoice{c, 1, true}});
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  return out;
+}
+
+double model_best_ns(const ProblemKey& key) {
+  const std::string name = key.str() + "/d" + std::to_string(key.device);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_best_ns.find(name);
+    if (it != g_best_ns.end()) return it->second;
+  }
+  const auto candidates = ranked_choices(key);
+  const double ns = candidates.empty() ? INFINITY : candidates.front().first;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_best_ns[name] = ns;
+}
+
+double copy_ns(int64_t elements, int device) {
+  const DeviceProfile& profile = profile_of(device);
+  return 8.0 * double(elements) / profile.bytes_per_ns + profile.launch_ns;
+}
+
+}  // namespace vecgemm

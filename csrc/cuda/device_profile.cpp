@@ -1,0 +1,110 @@
+#include "device_profile.h"
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+namespace vecgemm {
+namespace {
+
+// One kernel's measured efficiency, by its variant name (rr, rc, cr, cc).
+struct KernelFigure {
+  const char* kernel;
+  int percent[kNumOrders];
+};
+
+// The H200 (132 SMs, 1980 MHz): each kernel at M = N = K = 4096, unsplit, against the best
+// for the same storage orders; the storage orders against each other; the rates and costs
+// of docs/performance.md, where each was measured.
+constexpr KernelFigure kH200Kernels[] = {
+    {"tiled_128x128x8", {95, 92, 91, 90}},       {"tiled_128x128x16", {97, 100, 98, 98}},
+    {"tiled_128x128x8_t816", {96, 98, 100, 95}}, {"tiled_256x128x8_t816", {90, 92, 87, 92}},
+    {"tiled_128x64x8", {94, 92, 94, 97}},        {"tiled_128x64x8b", {100, 91, 90, 100}},
+    {"tiled_64x128x8", {99, 93, 96, 94}},        {"tiled_64x128x8b", {98, 93, 95, 98}},
+    {"tiled_64x64x8_t84", {84, 80, 84, 85}},     {"tiled_32x128x16_t84", {85, 79, 83, 79}},
+    {"async_128x64x16_s3", {83, 78, 97, 91}},    {"async_128x128x8_t816_s4", {96, 86, 98, 95}},
+    {"async_256x128x8_t816_s3", {94, 91, 95, 98}},
+};
+
+DeviceProfile make_profile(const char* name, const KernelFigure* figures, int count, const int (&order_percent)[4]) {
+  DeviceProfile p{};
+  p.name = name;
+  p.macs_per_ns_per_sm = 190.0;  // ~75% of 128 FP32 lanes at 1.98 GHz
+  p.bytes_per_ns = 3500.0;       // sustained HBM3e bandwidth
+  p.launch_ns = 2500.0;
+  // 1.06-1.23x the unchecked loop, depending on the tiling.
+  p.checked_loop = 1.15;
+  // 0-16% lost (geometric mean 7%) at 768x4097x1024, 777x4097x1024 and 1024x50257x768 against
+  // the same problems with N a multiple of 4.
+  p.scalar_output_few_warps = 0.93;
+  p.warps_to_hide_scalar_output = 16;
+  // t816 at 3072-8192 and on four model shapes: 1.05 x the work + 4-6 us.
+  p.stream_k_cost = 1.05;
+  // t816's lone blocks (2 a SM) kept it at 0.52: a partial wave took 516 us against a full
+  // one's 536 at 3072^3.
+  p.one_warp_throughput = 0.52;
+  std::copy(order_percent, order_percent + kNumOrders, p.order_percent);
+  for (int c = 0; c < kNumKernelConfigs; ++c) std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
+  for (int i = 0; i < count; ++i) {
+    const auto config = kernel_config_of(figures[i].kernel);
+    TORCH_INTERNAL_ASSERT(config.has_value(), "device profile ", name, " names no kernel '", figures[i].kernel, "'");
+    std::copy(figures[i].percent, figures[i].percent + kNumOrders, p.kernel_percent[*config]);
+  }
+  return p;
+}
+
+const DeviceProfile& h200() {
+  static const DeviceProfile p = make_profile("NVIDIA H200", kH200Kernels, int(std::size(kH200Kernels)),
+                                              {96, 94, 100, 95});
+  return p;
+}
+
+// Every kernel and storage order counts the same; the rates are the H200's, which only
+// weigh compute against memory traffic and launches.
+const DeviceProfile& neutral() {
+  static const DeviceProfile p = make_profile("neutral", nullptr, 0, {100, 100, 100, 100});
+  return p;
+}
+
+std::mutex g_mutex;
+
+}  // namespace
+
+const DeviceProfile& profile_of(int device) {
+  static std::map<int, const DeviceProfile*> profiles;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = profiles.find(device);
+  if (it != profiles.end()) return *it->second;
+  cudaDeviceProp props{};
+  C10_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+  const bool is_h200 = std::strstr(props.name, "H200") != nullptr;
+  return *(profiles[device] = is_h200 ? &h200() : &neutral());
+}
+
+int sm_count(int device) {
+  static std::map<int, int> counts;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = counts.find(device);
+  if (it != counts.end()) return it->second;
+  int v = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, device));
+  return counts[device] = v;
+}
+
+int blocks_per_sm(const TiledKernel& kernel, int device) {
+  static std::map<std::pair<const void*, int>, int> occupancy;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  const auto key = std::make_pair(kernel.entry, device);
+  auto it = occupancy.find(key);
+  if (it != occupancy.end()) return it->second;
+  int v = 0;
+  // The occupancy query is for the current device; the planner runs under the caller's guard.
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel.entry, kernel.threads, 0));
+  return occupancy[key] = std::max(v, 1);
+}
+
+}  // namespace vecgemm

@@ -1,0 +1,181 @@
+#include "plan.h"
+
+#include <c10/util/Exception.h>
+
+#include <cmath>
+#include <mutex>
+#include <unordered_map>
+
+#include "../tuning.h"
+#include "autotune.h"
+#include "kernel_configs.h"
+#include "kernels.h"
+
+namespace vecgemm {
+namespace {
+
+constexpr const char* kAuto = "auto";
+constexpr const char* kVectorized = "vectorized";
+constexpr const char* kGemv = "gemv";
+
+// Two kinds of operands cost the kernels a good part of their speed: one whose rows do not
+// start 16 bytes aligned sends the problem to the scalar-load kernels, and a K that is not a
+// multiple of the K tile sends every block to the bounds-checked main loop (with 128
+// registers a thread, the checked loop spills). For a large problem, one copy of the
+// operand(s) into padded storage costs less: it moves 8 bytes per element (~2.3 ps each at
+// the H200's bandwidth) and saves ~9 fs or more per multiply-add, so it pays when the
+// operand is reused across more than ~250 columns (A) or rows (B) and the product is large
+// enough to cover the extra launches. The storage orders run at different speeds too (the
+// device profile's order_percent), so a copy may also change an operand's order, and an
+// operand may be copied for its order alone, where the cost model says the faster kernel
+// pays for the copy (docs/performance.md).
+constexpr int64_t kCopyMinReuse = 256;
+constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
+// K is padded to a multiple of every config's BK.
+constexpr int64_t kKPadding = 16;
+
+Layout other(Layout l) { return l == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor; }
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Every K-or-MN vector of the operand is 16-byte aligned: pointer, leading dimension and
+// batch stride all multiples of four floats.
+bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
+  const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
+  return aligned16(t.data_ptr()) && s.ld % 4 == 0 && batch_stride % 4 == 0;
+}
+
+ProblemKey key_as_given(const Problem& p) {
+  const GemmShape& s = p.shape;
+  return ProblemKey{int(s.batch), int(s.m), int(s.n), int(s.k), p.a.layout, p.b.layout, p.a_vec4 && p.b_vec4,
+                    p.d_vec4, p.device};
+}
+
+// The copies the cost model says pay, into `plan` (copy_a, copy_b, key); none for small
+// problems.
+void plan_copies(const Problem& p, Plan& plan) {
+  const GemmShape& s = p.shape;
+  if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse) return;
+  const Layout la = p.a.layout, lb = p.b.layout;
+  const int64_t k = ceil_div(s.k, kKPadding) * kKPadding;
+  // Operands copied whatever their order: both when K needs padding (the padded K must be
+  // the same in A and B), else the misaligned ones. A broadcast operand is copied once.
+  const bool pad_k = k != s.k, must_a = pad_k || !p.a_vec4, must_b = pad_k || !p.b_vec4;
+  const int64_t a_elements = (p.a_broadcast ? 1 : s.batch) * s.m * k;
+  const int64_t b_elements = (p.b_broadcast ? 1 : s.batch) * k * s.n;
+  double best_ns = INFINITY;
+  // The operands' own orders first: a copy for its order alone must be predicted faster.
+  for (const Layout oa : {la, other(la)}) {
+    for (const Layout ob : {lb, other(lb)}) {
+      const bool copy_a = must_a || oa != la, copy_b = must_b || ob != lb;
+      const ProblemKey key{int(s.batch), int(s.m), int(s.n), int(k), oa, ob,
+                           (copy_a || p.a_vec4) && (copy_b || p.b_vec4), p.d_vec4, p.device};
+      const double ns = model_best_ns(key) + (copy_a ? copy_ns(a_elements, p.device) : 0.0) +
+                        (copy_b ? copy_ns(b_elements, p.device) : 0.0);
+      if (ns < best_ns) {
+        best_ns = ns;
+        plan.key = key;
+        plan.copy_a = OperandCopy{copy_a, oa};
+        plan.copy_b = OperandCopy{copy_b, ob};
+      }
+    }
+  }
+}
+
+// The model's choice, remembered per key and config restriction: ranking every candidate
+// costs tens of microseconds, as much as a small GEMM.
+TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, TilingChoice> choices;
+  const std::string name =
+      key.str() + "/" + std::to_string(only_config.value_or(-1)) + "/d" + std::to_string(key.device);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = choices.find(name);
+    if (it != choices.end()) return it->second;
+  }
+  const auto candidates = ranked_choices(key, only_config);
+  TORCH_INTERNAL_ASSERT(!candidates.empty(), "vecgemm: no kernel config for ", key.str());
+  std::lock_guard<std::mutex> lock(mutex);
+  return choices[name] = candidates.front().second;
+}
+
+}  // namespace
+
+std::optional<Variant> parse_variant(const std::string& name) {
+  if (name == kAuto) return AutoSelect{};
+  if (name == kVectorized) return SeedKernel{};
+  if (name == kGemv) return MatrixVector{};
+  if (const auto config = kernel_config_of(name)) return FixedConfig{*config};
+  return std::nullopt;
+}
+
+std::vector<std::string> variant_names() {
+  std::vector<std::string> names{kAuto, kVectorized, kGemv};
+  for (int c = 0; c < kNumKernelConfigs; ++c) names.push_back(kernel_config_name(c));
+  return names;
+}
+
+Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4) {
+  const MatrixStorage sa = *storage_of(A), sb = *storage_of(B);
+  auto broadcast = [](const at::Tensor& t) { return t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0; };
+  return Problem{shape_of(A, B), sa, sb, vec4_ok(A, sa), vec4_ok(B, sb), broadcast(A), broadcast(B), d_vec4,
+                 A.get_device()};
+}
+
+Plan plan(const Problem& problem, const Variant& variant, bool allow_copies) {
+  Plan out;
+  out.given_a = problem.a.layout, out.given_b = problem.b.layout;
+  out.key = key_as_given(problem);
+  if (std::holds_alternative<SeedKernel>(variant)) {
+    out.family = Family::Vectorized;
+    return out;
+  }
+  const bool auto_select = std::holds_alternative<AutoSelect>(variant);
+  if (std::holds_alternative<MatrixVector>(variant) ||
+      (auto_select && gemv_fits(out.key.m, out.key.n, out.key.la, out.key.lb))) {
+    out.family = Family::Gemv;
+    return out;
+  }
+  if (auto_select && allow_copies) plan_copies(problem, out);
+
+  std::optional<int> only_config;
+  if (const auto* fixed = std::get_if<FixedConfig>(&variant)) only_config = fixed->config;
+  const std::optional<TilingChoice> tuned = auto_select ? tuned_choice(out.key) : std::nullopt;
+  out.tiling = tuned ? *tuned : model_choice(out.key, only_config);
+  out.autotune_pending = auto_select && !tuned && autotune_enabled();
+
+  const KernelConfig& config = kKernelConfigs[out.tiling.config];
+  out.family = config.mainloop.family == MainloopFamily::CpAsync ? Family::Async : Family::Tiled;
+  // The split as it will run: K slices of whole K tiles, each non-empty.
+  const int slice = slice_for(out.key.k, out.tiling.splits, config.tiling.bk);
+  out.tiling.splits = int(ceil_div(out.key.k, slice));
+  if (out.tiling.stream_k && out.tiling.splits == 1) out.stream_k = stream_k_schedule(out.key, out.tiling.config);
+  out.tiling.stream_k = out.stream_k.has_value();
+  return out;
+}
+
+std::string describe(const Plan& plan) {
+  switch (plan.family) {
+    case Family::Vectorized:
+      return kVectorized;
+    case Family::Gemv:
+      return kGemv;
+    case Family::Tiled:
+    case Family::Async:
+      break;
+  }
+  std::string text = kernel_config_name(plan.tiling.config);
+  if (plan.tiling.splits > 1) text += " split-k " + std::to_string(plan.tiling.splits);
+  if (plan.stream_k) text += " stream-K tail";
+  // "copy of A (column-major) B": the operands copied, with the order where it changed.
+  std::string copied;
+  for (const auto& [name, copy, given] : {std::tuple{"A", plan.copy_a, plan.given_a}, {"B", plan.copy_b, plan.given_b}}) {
+    if (!copy.made) continue;
+    copied += std::string(" ") + name;
+    if (copy.order != given) copied += copy.order == Layout::RowMajor ? " (row-major)" : " (column-major)";
+  }
+  return copied.empty() ? text : text + ", copy of" + copied;
+}
+
+}  // namespace vecgemm

@@ -1,0 +1,79 @@
+// How one product will run, decided before anything runs. plan() is pure: from the
+// operands' shapes, storage and alignment, the tuning cache and the cost model, it picks the
+// kernel family, the kernel config, the split-K factor, the stream-K tail and the operand
+// copies. It allocates nothing, launches nothing and times nothing; execute() (execute.h)
+// carries the plan out, and describe() puts it in words.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "../problem.h"
+#include "cost_model.h"
+
+namespace vecgemm {
+
+// What the `variant` argument of the strict ops asks for.
+struct AutoSelect {};    // "auto": the planner's choice
+struct SeedKernel {};    // "vectorized": the seed's kernel, on its own contract
+struct MatrixVector {};  // "gemv"
+struct FixedConfig {     // a kernel config by name: its kernel, the split still chosen
+  int config;
+};
+using Variant = std::variant<AutoSelect, SeedKernel, MatrixVector, FixedConfig>;
+
+std::optional<Variant> parse_variant(const std::string& name);
+// "auto", "vectorized", "gemv", then every kernel config's name.
+std::vector<std::string> variant_names();
+
+enum class Family {
+  Vectorized,  // sgemm_vectorized.cuh
+  Gemv,        // gemv.cu
+  Tiled,       // sgemm_tiled.cuh (+ sgemm_stream_k.cuh)
+  Async,       // sgemm_async.cuh
+};
+
+// The input as the planner sees it: shapes, storage orders, alignment; never the data.
+struct Problem {
+  GemmShape shape;
+  MatrixStorage a, b;
+  bool a_vec4, b_vec4;            // every row of the operand starts 16-byte aligned
+  bool a_broadcast, b_broadcast;  // one matrix expanded over the batch (batch stride 0)
+  bool d_vec4;                    // the output's rows start 16-byte aligned
+  int device;
+};
+// The caller has checked the rules (storage_of is defined for A and B).
+Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4);
+
+// A copy of an operand made before the kernel: into storage of `order`, every row 16-byte
+// aligned, K zero-filled up to Plan::k.
+struct OperandCopy {
+  bool made = false;
+  Layout order = Layout::RowMajor;
+};
+
+struct Plan {
+  Family family = Family::Tiled;
+  Layout given_a = Layout::RowMajor, given_b = Layout::RowMajor;  // the operands' own orders
+  OperandCopy copy_a, copy_b;
+  // The problem the kernel reads: after the copies (K padded where they pad it).
+  ProblemKey key{};
+  // Family::Tiled / Family::Async: the config, the split, the tail and its schedule.
+  TilingChoice tiling{};
+  std::optional<StreamK> stream_k;
+  // Autotune mode and no tuned choice yet: `tiling` is the model's, and execution times the
+  // model's best candidates first and runs the fastest.
+  bool autotune_pending = false;
+};
+
+// allow_copies = false plans for the operands as they are (execution's fallback when the
+// copies cannot be allocated).
+Plan plan(const Problem& problem, const Variant& variant, bool allow_copies = true);
+
+// "tiled_128x128x8_t816 split-k 3, copy of A (column-major) B", "gemv", "vectorized".
+std::string describe(const Plan& plan);
+
+}  // namespace vecgemm

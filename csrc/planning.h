@@ -1,0 +1,35 @@
+// What the planner decided for a product, in plain terms, for Python
+// (torch_vecgemm.plan()): the same in a CUDA build (cuda/dispatch.cpp, from the plan of
+// cuda/plan.h) and a CPU-only one (cpu_only.cpp: always the fallback).
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+
+namespace vecgemm {
+
+struct PlanSummary {
+  std::string family;       // "tiled", "async", "gemv", "vectorized" or "fallback"
+  std::optional<std::string> kernel;  // the kernel's variant name; none on fallback
+  int split_k = 1;
+  bool stream_k = false;
+  std::optional<std::string> copy_a, copy_b;  // the copy's storage order, "row-major" or "column-major"
+  std::string orders;        // the storage orders the kernel reads, "rr" .. "cc"; "" on fallback
+  std::optional<std::string> fallback_reason;
+  bool autotune_pending = false;
+  std::string description;   // describe(): what selected_kernel returns
+};
+
+PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                         const std::string& variant);
+
+// plan_summary(...).description: a kernel name (with its split-K factor, tail, copies) or
+// "fallback: <reason>".
+std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant);
+
+// Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per
+// SM): the slots a wave fills.
+int resident_blocks(const std::string& config);
+
+}  // namespace vecgemm
