@@ -210,7 +210,7 @@ def test_tuning_cache_roundtrip(tmp_path):
     assert torch_vecgemm.load_tuning_cache(path) == 1
     assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4": (config, 3, False)}
     torch_vecgemm._C.clear_tuning_cache()
-    with pytest.raises(RuntimeError, match="unknown tiled configuration"):
+    with pytest.raises(RuntimeError, match="unknown kernel config"):
         torch_vecgemm._C.add_tuning_entry("k", "no_such_config", 1)
 
 

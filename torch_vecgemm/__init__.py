@@ -14,7 +14,7 @@ The functions here accept whatever their torch counterparts accept.
 import torch  # noqa: F401  (loads libtorch and libc10, which _C links against)
 
 from . import _C  # noqa: F401  (registers torch.ops.vecgemm)
-from ._ops import bmm, fallback_reason, linear, mm, selected_kernel, sgemm, variants
+from ._ops import Plan, bmm, fallback_reason, linear, mm, plan, selected_kernel, sgemm, variants
 from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cache
 
 __all__ = [
@@ -23,6 +23,8 @@ __all__ = [
     "bmm",
     "linear",
     "fallback_reason",
+    "plan",
+    "Plan",
     "selected_kernel",
     "variants",
     "autotune",

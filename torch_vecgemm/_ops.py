@@ -2,6 +2,7 @@
 autograd formulas, and the public functions."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 import torch
@@ -18,6 +19,34 @@ def fallback_reason(A: Tensor, B: Tensor, C: Optional[Tensor] = None, *, variant
     The same rules (implemented once, in C++) make the strict ops raise.
     """
     return _C.fallback_reason(A, B, C, variant)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """How ``alpha * A @ B + beta * C`` would run, as the library plans it (docs/design.md).
+
+    ``str(plan)`` is what ``selected_kernel`` returns.
+    """
+
+    family: str  # "tiled", "async", "gemv", "vectorized" or "fallback"
+    kernel: Optional[str]  # the variant name of the kernel that runs; None on fallback
+    split_k: int  # K slices (1: unsplit)
+    stream_k: bool  # the last partial wave of tiles runs as the stream-K tail
+    copy_a: Optional[str]  # None, or the storage order A is copied into ("row-major", "column-major")
+    copy_b: Optional[str]
+    orders: str  # storage orders of A and B as the kernel reads them ("rr", "rc", "cr", "cc"); "" on fallback
+    fallback_reason: Optional[str]
+    autotune_pending: bool  # autotune mode, shape not tuned yet: the first call times candidates
+    description: str
+
+    def __str__(self) -> str:
+        return self.description
+
+
+def plan(A: Tensor, B: Tensor, C: Optional[Tensor] = None, *, variant: str = "auto") -> Plan:
+    """The plan for ``sgemm(A, B, C)`` on the given variant. Pure: nothing is allocated,
+    launched or timed, so it is cheap and safe to call anywhere."""
+    return Plan(**_C.plan(A, B, C, variant))
 
 
 def selected_kernel(A: Tensor, B: Tensor, *, variant: str = "auto") -> str:
