@@ -19,6 +19,15 @@ def make_operands(m, n, k, layout, device, seed=0):
     return A, B
 
 
+def planned_tiling(A, B):
+    """The tiling auto's plan for A @ B runs on (the first word of selected_kernel), or None
+    where the plan is not a tiling (gemv, a fallback)."""
+    import torch_vecgemm
+
+    name = torch_vecgemm.selected_kernel(A, B).split(" ")[0].rstrip(",")
+    return name if name.startswith(("tiled_", "async_")) else None
+
+
 def time_ms(fn, *, warmup_ms=25, rep_ms=100):
     """Median milliseconds of fn(). On CUDA: triton.testing.do_bench, which also clears the
     L2 cache before every run, so small problems are not timed from cache; elsewhere

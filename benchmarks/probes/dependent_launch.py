@@ -1,10 +1,11 @@
-"""What programmatic dependent launch gains (csrc/cuda/dependent_launch.cuh): the auto
-variant with its second passes (split-K reduction, stream-K fix-up) allowed to overlap the
-end of the kernel before them, and without, rounds alternated in one process, each against
-torch.matmul on the same operands. The problems are those with more than one kernel and
-single-kernel ones (or copies and one kernel) as a control.
+"""What does programmatic dependent launch gain (csrc/cuda/dependent_launch.cuh)?
 
-    python -m benchmarks.dependent_launch [--shapes 2048x2048x2048:rr,...] [--rounds 5]
+The auto variant with its second passes (split-K reduction, stream-K fix-up) allowed to
+overlap the end of the kernel before them, and without, rounds alternated in one process,
+each against torch.matmul on the same operands. The problems are those with more than one
+kernel, and single-kernel ones (or copies and one kernel) as a control. Needs a GPU.
+
+    python -m benchmarks.probes.dependent_launch [--shapes 2048x2048x2048:rr,...] [--rounds 5]
 """
 from __future__ import annotations
 

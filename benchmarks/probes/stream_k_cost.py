@@ -1,10 +1,12 @@
-"""What the stream-K tail gains or costs, problem by problem: the auto variant with the
-model's tiling forced unsplit with the tail and without it (through the tuning cache), each
-timed against torch.matmul in the same process, rounds alternated, and the kernels of one
-call of each plan with their device times (torch.profiler), so that the tail kernel and
-the fix-up can be told apart from the whole waves and the copies.
+"""What does the stream-K tail gain or cost, problem by problem?
 
-    python -m benchmarks.stream_k_cost [--shapes 3001x2999x1531:rr,4096x4096x4096:cr] [--rounds 3]
+The auto variant with the model's tiling forced unsplit with the tail and without it
+(through the tuning cache), each timed against torch.matmul in the same process, rounds
+alternated, and the kernels of one call of each plan with their device times
+(torch.profiler), so that the tail kernel and the fix-up can be told apart from the whole
+waves and the copies. Needs a GPU.
+
+    python -m benchmarks.probes.stream_k_cost [--shapes 3001x2999x1531:rr,4096x4096x4096:cr] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ import statistics
 import torch
 
 import torch_vecgemm
-from benchmarks.common import make_operands, time_ms
+from benchmarks.common import make_operands, planned_tiling, time_ms
 
 # Where the tail runs or might: square sizes, the model shapes that take it, the 3001 x 2999
 # regression and its neighbours (K, edge tiles), the tests' shapes.
@@ -58,11 +60,10 @@ def main(argv=None):
         dims, layout = spec.split(":")
         m, n, k = map(int, dims.split("x"))
         A, B = make_operands(m, n, k, layout, "cuda")
-        plan = torch_vecgemm.selected_kernel(A, B)
-        if not plan.startswith(("tiled_", "async_")):  # gemv or a fallback: no tiling to force
+        plan, config = torch_vecgemm.selected_kernel(A, B), planned_tiling(A, B)
+        if config is None:  # gemv or a fallback: no tiling to force
             print(f"{m}x{n}x{k} {layout} | {plan} | not a tiling")
             continue
-        config = plan.split(" ")[0].rstrip(",")
         key = torch_vecgemm._C.tuning_key(A, B)
         ours = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, "auto")
         times = {True: [], False: [], "mm": []}

@@ -1,11 +1,14 @@
-"""What edge tiles, operand rows that start off 128-byte lines, and an unaligned output cost
-one tiling, apart: the same tile count and K with M, N or both just short of whole tiles,
-the operands' leading dimensions multiples of 4 or of 32 floats, and D's rows 16-byte
-aligned or not (an in-place product into a view of a wider tensor). The auto variant
-runs on column-major A and row-major B with K a multiple of 16, so nothing is copied, with
-the tiling and the stream-K tail fixed through the tuning cache; torch.matmul alongside.
+"""What do edge tiles, operand rows that start off 128-byte lines and an unaligned output
+cost one tiling, each apart?
 
-    python -m benchmarks.edge_shapes [--config tiled_128x128x8_t816] [--k 1536] [--rounds 3]
+The same tile count and K with M, N or both just short of whole tiles, the operands'
+leading dimensions multiples of 4 or of 32 floats, and D's rows 16-byte aligned or not (an
+in-place product into a view of a wider tensor). The auto variant runs on column-major A
+and row-major B with K a multiple of 16, so nothing is copied, with the tiling (one with a
+stream-K tail) and the tail fixed through the tuning cache, on and off; torch.matmul
+alongside. Needs a GPU.
+
+    python -m benchmarks.probes.edge_shapes [--config tiled_128x128x8_t816] [--k 1536] [--rounds 3]
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ def operand(rows, cols, order, ld):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--config", default="tiled_128x128x8_t816")
+    ap.add_argument("--config", default="tiled_128x128x8_t816", help="a tiling with a stream-K tail")
     ap.add_argument("--size", type=int, default=3072, help="M and N of the whole-tile problem")
     ap.add_argument("--k", type=int, default=1536)
     ap.add_argument("--rounds", type=int, default=3)

@@ -1,10 +1,11 @@
-"""What the auto variant's copies into the fastest storage order cost (docs/performance.md,
-step 17), at square sizes: auto on each storage order of A and B, where rr, cc and rc copy
-an operand into column-major A / row-major B and cr runs as given, so that rr - cr is the
-time of one transposing copy. torch's own transposed copy and a plain clone of the same
-operand are timed for scale.
+"""What does auto's copy of an operand into the fastest storage order cost?
 
-    python -m benchmarks.copy_cost [--sizes 2048,4096,8192]
+At square sizes, auto runs on each storage order of A and B: rr, cc and rc copy an operand
+into column-major A / row-major B, cr runs as given, so rr - cr is the time of one
+transposing copy (docs/performance.md, step 17). torch's own transposed copy and a plain
+clone of the same operand are timed for scale. Needs a GPU.
+
+    python -m benchmarks.probes.copy_cost [--sizes 2048,4096,8192]
 """
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ import torch_vecgemm
 from benchmarks.common import make_operands, time_ms
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="2048,4096,8192")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("copy_cost times CUDA kernels; no CUDA device here")
     for n in map(int, args.sizes.split(",")):

@@ -1,9 +1,12 @@
-"""SM clock and power while ours and torch.matmul (cuBLAS) run back to back for a few
-seconds each, sampled by nvidia-smi, so that a difference in speed can be split into the
-clock the GPU held and the work done per clock: FLOP per SM cycle against the fp32 peak of
-256 (128 FMA lanes).
+"""Is a difference in speed from ours to torch.matmul the clock the GPU held, or the work
+done per clock?
 
-    python -m benchmarks.clocks [--sizes 4096,8192] [--layout cr] [--seconds 3] [--rounds 2]
+Ours (auto) and torch.matmul (cuBLAS) run back to back for a few seconds each while
+nvidia-smi samples the SM clock, power and temperature; the throughput over the clock
+held gives FLOP per SM cycle, against the fp32 peak of 256 (128 FMA lanes). Needs a GPU
+and nvidia-smi.
+
+    python -m benchmarks.probes.clocks [--sizes 4096,8192] [--layout cr] [--seconds 3] [--rounds 2]
 """
 from __future__ import annotations
 

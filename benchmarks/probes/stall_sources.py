@@ -1,4 +1,4 @@
-"""Which SASS instructions the warp-stall samples of an ncu source-counter run fall on.
+"""Which SASS instructions do the warp-stall samples of an ncu source-counter run fall on?
 
 Collect (on the GPU) and export to CSV:
 
@@ -10,7 +10,7 @@ then summarise here (no GPU needed): the share of samples per stall reason, for 
 reasons the opcodes they fall on, and the instructions with the most long-scoreboard
 samples. docs/performance.md (step 10) reads these for our kernels.
 
-    python -m benchmarks.stall_sources benchmarks/results/h200_stalls_*.csv.gz
+    python -m benchmarks.probes.stall_sources rep.csv.gz [more.csv.gz ...] [--top 5]
 """
 import argparse
 import csv
@@ -68,11 +68,11 @@ def report(path, top=5):
             print(f"    long_sb {int(r['stall_long_sb']):>7}  {r['Source'].strip()[:90]}")
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("paths", nargs="+", help="CSV (or .csv.gz) of ncu --page source --print-source sass")
     ap.add_argument("--top", type=int, default=5)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     for path in args.paths:
         report(path, args.top)
 
