@@ -7,6 +7,7 @@
 # back only a few files).
 #   STEPS="build tests bench"  (default: all)   BENCH_ARGS="--variants all"
 #   PROBES="copy_cost stream_k_cost"  (benchmarks/probes/README.md lists them)
+#   STEPS="build tests records"  the records of record (benchmarks/records/README.md)
 set -u
 LOGDIR=${LOGDIR:-gpu_out}
 mkdir -p "$LOGDIR"
@@ -37,6 +38,9 @@ fi
 step sass && TAIL=60 run sass 60 python3 -m benchmarks.sass_report
 step tests && TAIL=40 run tests ${TESTS_LIMIT:-420} python3 -m pytest -q --maxfail=30 --durations=15 -p no:cacheprovider
 step bench && TAIL=120 run bench ${BENCH_LIMIT:-400} python3 -m benchmarks.bench $BENCH_ARGS --out "$LOGDIR/bench"
+if step records; then  # not in the default STEPS: rewrites benchmarks/records/<gpu>/ and README.md, copied to LOGDIR
+  TAIL=60 run records ${RECORDS_LIMIT:-600} python3 -m benchmarks.records ${RECORDS_ARGS:-} && cp -r benchmarks/records README.md "$LOGDIR/"
+fi
 if step probes; then
   for p in $PROBES; do run "probe_$p" ${PROBE_LIMIT:-180} python3 -m "benchmarks.probes.$p"; done
 fi
