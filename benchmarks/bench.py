@@ -4,9 +4,10 @@
     python -m benchmarks.bench --quick             # a few problems
     python -m benchmarks.bench --suite square --sizes 1024,4096 --variants all
     python -m benchmarks.bench --suite square --sizes 4096 --layouts rr,rc,cr,cc
-    python -m benchmarks.bench --out benchmarks/results/h200
+    python -m benchmarks.bench --out /tmp/h200      # /tmp/h200.json, .csv, .png
 
-Every problem is timed for torch.matmul in fp32 (the reference every ratio is against),
+The records of record (benchmarks/records/<gpu>/) are this benchmark with fixed settings,
+run by `python -m benchmarks.records`. Every problem is timed for torch.matmul in fp32 (the reference every ratio is against),
 cuBLAS with TF32 allowed (another precision, shown for context only) and each requested
 variant of the strict op, on the same inputs, median of do_bench runs with the L2 cleared.
 Each variant's output is compared with cuBLAS's; a mismatch is reported loudly and makes
@@ -25,11 +26,9 @@ import sys
 import torch
 
 import torch_vecgemm
-from benchmarks.common import machine_info, make_operands, time_ms
+from benchmarks.common import CUBLAS, TF32, machine_info, make_operands, time_ms
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CUBLAS = "torch.matmul"  # cuBLAS fp32: the reference
-TF32 = "cuBLAS TF32 (tensor cores, other precision)"
 REL_ERR_LIMIT = 1e-4  # fp32 vs fp32 lands near 1e-6; tf32 would be ~1e-3
 
 
@@ -134,10 +133,12 @@ def print_table(records, file=sys.stdout):
         )
 
 
-def write_outputs(out, info, records):
+def write_outputs(out, info, records, settings=None):
+    """OUT.json (the machine's stamp, the settings, every record), OUT.csv (the records) and
+    OUT.png (the plot, where matplotlib is installed); returns the paths written."""
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
     with open(out + ".json", "w") as f:
-        json.dump({"machine": info, "records": records}, f, indent=1)
+        json.dump({"machine": info, "settings": settings, "records": records}, f, indent=1)
     with open(out + ".csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(records[0].keys()))
         w.writeheader()
@@ -153,8 +154,9 @@ def write_outputs(out, info, records):
     return written
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.bench", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--suite", default="square,model", help="comma list of: square, model")
     ap.add_argument("--sizes", default=None, help="square sizes, comma list (default: shapes.json)")
     ap.add_argument("--layouts", default="rr", help="storage orders of the square problems, comma list of rr, rc, cr, cc")
@@ -164,8 +166,12 @@ def main(argv=None):
     ap.add_argument("--rep-ms", type=float, default=100)
     ap.add_argument("--no-tf32", action="store_true", help="skip the TF32 reference line")
     ap.add_argument("--out", default=None, help="write OUT.json, OUT.csv and OUT.png")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
 
+
+def run(args):
+    """Times the problems and variants args asks for; returns (the machine's stamp, the
+    settings as run, the records)."""
     cuda = torch.cuda.is_available()
     if not cuda:
         print(
@@ -199,14 +205,27 @@ def main(argv=None):
         if progress is problems:
             print(f"[{i + 1}/{len(problems)}] {p['name']}", file=sys.stderr, flush=True)
         records.extend(bench_problem(p, variants, info, args))
+    settings = dict(suites=suites, sizes=sorted({p["m"] for p in problems if p["suite"] == "square"}),
+                    layouts=args.layouts.split(","), variants=variants, warmup_ms=args.warmup_ms,
+                    rep_ms=args.rep_ms, tf32_line=not args.no_tf32, quick=args.quick)
+    return info, settings, records
 
+
+def wrong_results(records):
+    return [r for r in records if (r["note"] or "").startswith("WRONG")]
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    info, settings, records = run(args)
+    cuda = info.get("gpu") is not None
     print(f"# {info.get('gpu') or info.get('cpu')}  torch {info['torch']}  CUDA {info['cuda']}  driver {info.get('driver')}")
     if cuda:
         print(f"# fp32 peak {info['fp32_peak_tflops']:.1f} TFLOP/s, copy bandwidth {info['copy_bandwidth_tbs']:.2f} TB/s")
     print_table(records)
     if args.out:
-        print("wrote " + ", ".join(write_outputs(args.out, info, records)))
-    wrong = [r for r in records if (r["note"] or "").startswith("WRONG")]
+        print("wrote " + ", ".join(write_outputs(args.out, info, records, settings)))
+    wrong = wrong_results(records)
     for r in wrong:
         print(f"!!! {r['name']} {r['variant']}: {r['note']}", file=sys.stderr)
     return 1 if wrong else 0

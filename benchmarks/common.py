@@ -1,7 +1,9 @@
-"""Pieces shared by the benchmark and the profiler: operands, timing, machine facts."""
+"""Pieces shared by the benchmark, the probes and the profiler: operands, timing, and the
+stamp of a run (machine, software, commit, build)."""
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import subprocess
@@ -9,6 +11,9 @@ import subprocess
 import torch
 
 FP32_LANES_PER_SM = 128  # Hopper, Ampere GA100: FP32 FMA lanes per SM
+# The references' names in the records: cuBLAS in fp32 (every ratio is against it) and in TF32.
+CUBLAS = "torch.matmul"
+TF32 = "cuBLAS TF32 (tensor cores, other precision)"
 
 
 def make_operands(m, n, k, layout, device, seed=0):
@@ -17,6 +22,15 @@ def make_operands(m, n, k, layout, device, seed=0):
     A = torch.randn(m, k, device=device, generator=g) if layout[0] == "r" else torch.randn(k, m, device=device, generator=g).t()
     B = torch.randn(k, n, device=device, generator=g) if layout[1] == "r" else torch.randn(n, k, device=device, generator=g).t()
     return A, B
+
+
+def planned_tiling(A, B):
+    """The tiling auto's plan for A @ B runs on (the first word of selected_kernel), or None
+    where the plan is not a tiling (gemv, a fallback)."""
+    import torch_vecgemm
+
+    name = torch_vecgemm.selected_kernel(A, B).split(" ")[0].rstrip(",")
+    return name if name.startswith(("tiled_", "async_")) else None
 
 
 def time_ms(fn, *, warmup_ms=25, rep_ms=100):
@@ -47,12 +61,40 @@ def _nvidia_smi(query):
         return None
 
 
-def git_commit():
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# What a run writes into the tree itself: changes there do not make the checkout dirty.
+OUTPUTS = ("benchmarks/records", "README.md")
+
+
+def _git(*args):
     try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        return subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip() or None
-    except OSError:
+        out = subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
         return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def git_commit():
+    return (_git("rev-parse", "--short", "HEAD") or "").strip() or None
+
+
+def uncommitted_changes():
+    """Tracked files changed since the commit, outside what a run writes (OUTPUTS); None
+    outside a git checkout."""
+    out = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":(exclude){p}" for p in OUTPUTS))
+    return None if out is None else [line[3:] for line in out.splitlines() if line.strip()]
+
+
+def build_info():
+    """How the loaded library was built: torch_vecgemm.build_info() where the library has
+    it ({} where it predates it), made JSON-safe, and whether its CUDA kernels were compiled."""
+    import torch_vecgemm
+
+    info = json.loads(json.dumps(dict(getattr(torch_vecgemm, "build_info", lambda: {})()), default=str))
+    built = getattr(torch_vecgemm._C, "cuda_kernels_built", None)
+    if built is not None:
+        info.setdefault("cuda_kernels_built", bool(built()))
+    return info
 
 
 def measure_copy_bandwidth():
@@ -64,6 +106,10 @@ def measure_copy_bandwidth():
 
 
 def machine_info():
+    """The stamp of a run: date, software, commit (and whether the checkout had uncommitted
+    changes), the library's build, and the GPU (name, SMs, clock, driver, fp32 peak, copy
+    bandwidth) or the CPU."""
+    changes = uncommitted_changes()
     info = {
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "torch": torch.__version__,
@@ -71,6 +117,8 @@ def machine_info():
         "python": platform.python_version(),
         "host": platform.node(),
         "git_commit": git_commit(),
+        "git_dirty": None if changes is None else bool(changes),
+        "build": build_info(),
         "tf32_default": torch.backends.cuda.matmul.allow_tf32,
     }
     if torch.cuda.is_available():

@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # One GPU session: build in place, read the compiler's report and the SASS, run the full
-# test suite, the benchmark, compute-sanitizer and the profiler, logging everything under
-# LOGDIR (default ./gpu_out). Steps run in order of importance, each under its own time
-# limit, so a slow step cannot eat the ones after it. With ARCHIVE=path.tgz the logs are
-# re-archived after every step (for machines that hand back only a few files).
+# test suite, the benchmark, the probes named in PROBES, compute-sanitizer and the profiler,
+# logging everything under LOGDIR (default ./gpu_out, ignored by git). Steps run in order of
+# importance, each under its own time limit, so a slow step cannot eat the ones after it.
+# With ARCHIVE=path.tgz the logs are re-archived after every step (for machines that hand
+# back only a few files).
 #   STEPS="build tests bench"  (default: all)   BENCH_ARGS="--variants all"
+#   PROBES="copy_cost stream_k_cost"  (benchmarks/probes/README.md lists them)
+#   STEPS="build tests records"  the records of record (benchmarks/records/README.md)
 set -u
 LOGDIR=${LOGDIR:-gpu_out}
 mkdir -p "$LOGDIR"
-STEPS=${STEPS:-"build sass tests bench copies edge sanitize profile"}
+STEPS=${STEPS:-"build sass tests bench probes sanitize profile"}
 BENCH_ARGS=${BENCH_ARGS-"--variants all --rep-ms 60"}  # set to "" for the defaults of bench.py
+PROBES=${PROBES-"copy_cost"}
 PROFILE_VARIANTS=${PROFILE_VARIANTS:-"vectorized auto"}
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 status=0
@@ -34,8 +38,12 @@ fi
 step sass && TAIL=60 run sass 60 python3 -m benchmarks.sass_report
 step tests && TAIL=40 run tests ${TESTS_LIMIT:-420} python3 -m pytest -q --maxfail=30 --durations=15 -p no:cacheprovider
 step bench && TAIL=120 run bench ${BENCH_LIMIT:-400} python3 -m benchmarks.bench $BENCH_ARGS --out "$LOGDIR/bench"
-step copies && run copy_cost 120 python3 -m benchmarks.copy_cost
-step edge && run edge_overhead 120 python3 -m benchmarks.edge_overhead
+if step records; then  # not in the default STEPS: rewrites benchmarks/records/<gpu>/ and README.md, copied to LOGDIR
+  TAIL=60 run records ${RECORDS_LIMIT:-600} python3 -m benchmarks.records ${RECORDS_ARGS:-} && cp -r benchmarks/records README.md "$LOGDIR/"
+fi
+if step probes; then
+  for p in $PROBES; do run "probe_$p" ${PROBE_LIMIT:-180} python3 -m "benchmarks.probes.$p"; done
+fi
 if step sanitize; then
   run memcheck 240 compute-sanitizer --tool memcheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample
   run racecheck 420 compute-sanitizer --tool racecheck --error-exitcode 1 python3 -m benchmarks.sanitize_sample

@@ -2,7 +2,7 @@
 figures that matter: warp cycles per issued instruction, the top stall reasons, shared-
 memory bank conflicts, achieved occupancy, registers, instructions issued.
 
-    python -m benchmarks.profile --variant tiled_128x128x8 --size 4096 --out benchmarks/results/h200_profile
+    python -m benchmarks.profile --variant auto --size 4096 --out /tmp/h200_profile
 
 Needs `ncu` on PATH and a GPU. Clocks are left as they are (--clock-control none).
 """

@@ -1,9 +1,11 @@
 """Turn a benchmark JSON into the plot, a markdown summary and the README's results.
 
-    python -m benchmarks.report benchmarks/results/h200.json --summary benchmarks/results/h200.md --readme README.md
+    python -m benchmarks.report /tmp/h200.json --summary /tmp/h200.md --plot /tmp/h200.png
+    python -m benchmarks.report benchmarks/records/h200/bench.json --readme README.md
 
 The README's results section (between the results:begin / results:end markers) is
-generated here from the JSON, never typed.
+generated here from the JSON, never typed; `python -m benchmarks.records` does all of it
+for the records of record.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import json
 import math
 import re
 
-from benchmarks.bench import CUBLAS, TF32
+from benchmarks.common import CUBLAS, TF32
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -81,15 +83,42 @@ def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+def sass_rewrite(build):
+    """What the build did to the SASS main loops, in words, from build_info()["sass_rewrite"]:
+    True / False, a list of the loops rewritten, a mapping of loop to what was done, or a
+    sentence (setup.py's `sass rewrite:` lines)."""
+    if not build or "sass_rewrite" not in build:
+        return "SASS rewrite not recorded (the library has no build_info())"
+    done = build["sass_rewrite"]
+    if isinstance(done, dict):
+        done = "; ".join(f"{k}: {v}" for k, v in done.items()) or False
+    elif isinstance(done, (list, tuple)):
+        done = "rewritten below ptxas: " + ", ".join(map(str, done)) if done else False
+    if done is True:
+        return "SASS main loops rewritten below ptxas"
+    if not done:
+        return "SASS main loops as ptxas wrote them (not rewritten)"
+    return f"SASS main loops: {done}"
+
+
+def stamp(info):
+    """The header line's stamp: the GPU, the software, the date, the commit and the build."""
+    commit = str(info.get("git_commit"))
+    if info.get("git_dirty"):
+        commit += " with uncommitted changes"
+    return (
+        f"{info.get('gpu')} ({info.get('sms')} SMs, fp32 peak {_f(info.get('fp32_peak_tflops'), '.1f')} TFLOP/s, "
+        f"copy bandwidth {_f(info.get('copy_bandwidth_tbs'), '.2f')} TB/s), torch {info['torch']}, CUDA {info['cuda']}, "
+        f"driver {info.get('driver')}, {info['date'][:10]}, commit {commit}, {sass_rewrite(info.get('build'))}."
+    )
+
+
 def markdown(info, records, *, title=True, variants=None):
     lines = []
     if title:
         lines.append(f"## Results: {info.get('gpu')}\n")
     lines.append(
-        f"{info.get('gpu')} ({info.get('sms')} SMs, fp32 peak {_f(info.get('fp32_peak_tflops'), '.1f')} TFLOP/s, "
-        f"copy bandwidth {_f(info.get('copy_bandwidth_tbs'), '.2f')} TB/s), torch {info['torch']}, CUDA {info['cuda']}, "
-        f"driver {info.get('driver')}, {info['date'][:10]}, commit {info.get('git_commit')}. "
-        "Median of `triton.testing.do_bench` (L2 cleared before each run); ratio = torch.matmul time / our time, "
+        stamp(info) + " Median of `triton.testing.do_bench` (L2 cleared before each run); ratio = torch.matmul time / our time, "
         "both float32, measured in the same process on the same inputs.\n"
     )
     variants = [v for v in _variants(records) if variants is None or v in variants]
@@ -124,13 +153,25 @@ def markdown(info, records, *, title=True, variants=None):
     return "\n".join(lines)
 
 
-def update_readme(path, text):
+def _between(begin, end):
+    return re.compile(re.escape(begin) + "(.*?)" + re.escape(end), re.DOTALL)
+
+
+def section(path, begin=BEGIN, end=END):
+    """The text between the markers in the file at path, or None where it has none."""
+    with open(path) as f:
+        found = _between(begin, end).search(f.read())
+    return found.group(1).strip() if found else None
+
+
+def update_readme(path, text, begin=BEGIN, end=END):
+    """Replace what stands between the markers in the file at path with text."""
     with open(path) as f:
         readme = f.read()
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.DOTALL)
+    pattern = _between(begin, end)
     if not pattern.search(readme):
-        raise SystemExit(f"{path} has no {BEGIN} ... {END} section")
-    readme = pattern.sub(lambda _: f"{BEGIN}\n{text}\n{END}", readme)
+        raise SystemExit(f"{path} has no {begin} ... {end} section")
+    readme = pattern.sub(lambda _: f"{begin}\n{text}\n{end}", readme)
     with open(path, "w") as f:
         f.write(readme)
 

@@ -1,5 +1,5 @@
-"""benchmarks/stall_sources.py on a hand-written ncu source-page export (no GPU needed)."""
-from benchmarks import stall_sources
+"""benchmarks/probes/stall_sources.py on a hand-written ncu source-page export (no GPU needed)."""
+from benchmarks.probes import stall_sources
 
 CSV = '''"Kernel Name","void k(int)",
 "Address","Source","stall_long_sb","stall_dispatch","stall_selected"
