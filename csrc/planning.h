@@ -10,8 +10,8 @@
 namespace vecgemm {
 
 struct PlanSummary {
-  std::string family;       // "tiled", "async", "gemv", "vectorized" or "fallback"
-  std::optional<std::string> kernel;  // the kernel's variant name; none on fallback
+  std::string family;       // "tiled", "async", "gemv", "vectorized", "empty" or "fallback"
+  std::optional<std::string> kernel;  // the kernel's variant name; none for "empty" and "fallback"
   int split_k = 1;
   bool stream_k = false;
   std::optional<std::string> copy_a, copy_b;  // the copy's storage order, "row-major" or "column-major"

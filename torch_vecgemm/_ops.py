@@ -28,8 +28,8 @@ class Plan:
     ``str(plan)`` is what ``selected_kernel`` returns.
     """
 
-    family: str  # "tiled", "async", "gemv", "vectorized" or "fallback"
-    kernel: Optional[str]  # the variant name of the kernel that runs; None on fallback
+    family: str  # "tiled", "async", "gemv", "vectorized", "empty" (no kernel: D = beta * C or nothing) or "fallback"
+    kernel: Optional[str]  # the variant name of the kernel that runs; None for "empty" and "fallback"
     split_k: int  # K slices (1: unsplit)
     stream_k: bool  # the last partial wave of tiles runs as the stream-K tail
     copy_a: Optional[str]  # None, or the storage order A is copied into ("row-major", "column-major")

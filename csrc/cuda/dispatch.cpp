@@ -133,6 +133,8 @@ Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant) {
 
 const char* family_name(Family f) {
   switch (f) {
+    case Family::Empty:
+      return "empty";
     case Family::Vectorized:
       return "vectorized";
     case Family::Gemv:
@@ -173,6 +175,8 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
   out.family = family_name(p.family);
   out.description = describe(p);
   switch (p.family) {
+    case Family::Empty:
+      break;
     case Family::Vectorized:
     case Family::Gemv:
       out.kernel = out.family;

@@ -118,10 +118,11 @@ void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStr
 void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
              const std::optional<at::Tensor>& C, double alpha, double beta) {
   const GemmShape s = shape_of(A, B);
-  if (s.batch == 0 || s.m == 0 || s.n == 0) return;
   const bool use_c = C.has_value() && beta != 0.0;
   const auto out_sizes = s.out_sizes();
-  if (s.k == 0) {  // an empty sum: D = beta * C
+  if (planned.family == Family::Empty) {
+    if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+    // An empty sum: D = beta * C.
     if (!use_c) {
       D.zero_();
     } else {

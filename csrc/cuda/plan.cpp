@@ -127,6 +127,11 @@ Plan plan(const Problem& problem, const Variant& variant, bool allow_copies) {
   Plan out;
   out.given_a = problem.a.layout, out.given_b = problem.b.layout;
   out.key = key_as_given(problem);
+  const GemmShape& s = problem.shape;
+  if (s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0) {
+    out.family = Family::Empty;
+    return out;
+  }
   if (std::holds_alternative<SeedKernel>(variant)) {
     out.family = Family::Vectorized;
     return out;
@@ -157,6 +162,8 @@ Plan plan(const Problem& problem, const Variant& variant, bool allow_copies) {
 
 std::string describe(const Plan& plan) {
   switch (plan.family) {
+    case Family::Empty:
+      return "empty product";
     case Family::Vectorized:
       return kVectorized;
     case Family::Gemv:

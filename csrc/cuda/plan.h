@@ -30,6 +30,7 @@ std::optional<Variant> parse_variant(const std::string& name);
 std::vector<std::string> variant_names();
 
 enum class Family {
+  Empty,       // no kernel: M, N or the batch is 0 (nothing to write) or K is (D = beta * C)
   Vectorized,  // sgemm_vectorized.cuh
   Gemv,        // gemv.cu
   Tiled,       // sgemm_tiled.cuh (+ sgemm_stream_k.cuh)
@@ -73,7 +74,8 @@ struct Plan {
 // copies cannot be allocated).
 Plan plan(const Problem& problem, const Variant& variant, bool allow_copies = true);
 
-// "tiled_128x128x8_t816 split-k 3, copy of A (column-major) B", "gemv", "vectorized".
+// "tiled_128x128x8_t816 split-k 3, copy of A (column-major) B", "gemv", "vectorized",
+// "empty product".
 std::string describe(const Plan& plan);
 
 }  // namespace vecgemm
