@@ -110,45 +110,26 @@ def _extension():
 
 # After the link, the main loops of tiled_128x128x8_t816 for (column-major A, row-major B),
 # the plain launch's, the stream-K whole waves' and the stream-K tail's, are rewritten below
-# ptxas by benchmarks/sass_loop.py (docs/performance.md, steps 24-26): the same instructions,
-# the FFMAs reordered for the operand cache (2 x 4 blocks; in the tail, the cache model's
-# order, which measured 4% faster there than the blocks), registers allocated afresh. A loop
-# is rewritten only if its instructions are the ptxas output the rewrite was validated on
-# (nvcc 13.0, sm_90): a change to the kernel or another compiler leaves ptxas' loop, and
-# the build says so.
-SASS_REWRITE_VALIDATED = {  # sass_loop.fingerprint of ptxas' loop: (of its rewrite, the rewrite's options)
-    "34973e9377bbb49a": ("e21c29bb09b17f17", {"order_from": "walk24"}),  # plain launch
-    "bf66b29f48a2b2a0": ("cf731044b67051aa", {"order_from": "walk24"}),  # stream-K whole waves
-    "64c6be3b494231a0": ("e73f1a3a982b462a", {"order_from": "model", "conflict_weight": 0}),  # stream-K tail
-}
+# ptxas by tools/sass_rewrite (3-4% faster): only a loop that is, bit for bit, the ptxas
+# output a rewrite was validated on, and only into that rewrite (tools/sass_rewrite/
+# validated.json: nvcc 13.0, sm_90). Anything else leaves ptxas' loop, and the build says so.
+TOOLS = os.path.join(HERE, "tools")
 
 
 def _rewrite_sass(lib):
     """Rewrite the validated loops of the linked library in place; say what was done. The
     rewrite is an optimisation: whatever stops it leaves ptxas' loops and the build goes on."""
     say = lambda text: print(f"sass rewrite: {text}", flush=True)
-    if os.environ.get("VECGEMM_SASS_REWRITE") == "0":
-        say("off (VECGEMM_SASS_REWRITE=0)")
-        return
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, TOOLS)
     try:
-        from benchmarks import sass_loop
-        from benchmarks.sass_report import cuobjdump
-    except ImportError as e:
-        say(f"tool not found ({e}); loops left as ptxas wrote them")
+        import sass_rewrite
+    except Exception as e:  # noqa: BLE001 - no tool (a source tree without tools/): ptxas' loops
+        say(f"tool not found ({type(e).__name__}: {e}); loops left as ptxas wrote them")
         return
     finally:
-        sys.path.remove(HERE)
-    if cuobjdump() is None:
-        say("no cuobjdump; loops left as ptxas wrote them")
-        return
-    try:
-        status = sass_loop.rewrite_library(lib, lib, fingerprints=SASS_REWRITE_VALIDATED)
-    except Exception as e:  # noqa: BLE001 - a failed check or a tool error: nothing was written
-        say(f"not written ({type(e).__name__}: {e}); loops left as ptxas wrote them")
-        return
-    for name, what in status.items():
-        say(f"{name}: {what}")
+        sys.path.remove(TOOLS)
+    off = "VECGEMM_SASS_REWRITE=0" if os.environ.get("VECGEMM_SASS_REWRITE") == "0" else None
+    sass_rewrite.rewrite_for_build(lib, disabled_by=off, cuda_home=CUDA_HOME, say=say)
 
 
 class BuildExt(BuildExtension.with_options(use_ninja=True)):

@@ -1,4 +1,4 @@
-"""Large-problem check of a build whose t816 main loops `benchmarks.sass_loop` rewrote:
+"""Large-problem check of a build whose t816 main loops `tools/sass_rewrite` rewrote:
 the problems where that loop runs (whole waves through the stream-K launch, interior tiles
 of the plain launch, one K tile, K not a multiple of the tile) against float64, outputs
 poisoned, with the bound of tests/conftest.py. Prints the selected kernel and the error."""

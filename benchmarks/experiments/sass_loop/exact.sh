@@ -14,7 +14,7 @@ IFS=';' read -ra SPECS <<< "${VARIANTS:-orig=}"
 for spec in "${SPECS[@]}"; do
   name=${spec%%=*}; args=${spec#*=}
   if [ -n "$args" ]; then
-    python3 -m benchmarks.sass_loop "$SODIR/orig.so" --out "$SODIR/$name.so" $args > "$LOGDIR/patch_$name.log" 2>&1 \
+    python3 tools/sass_rewrite rewrite "$SODIR/orig.so" --out "$SODIR/$name.so" $args > "$LOGDIR/patch_$name.log" 2>&1 \
       || { echo "=== $name: rewrite failed" | tee -a "$LOGDIR/exact.log"; tail -3 "$LOGDIR/patch_$name.log"; continue; }
     cp "$SODIR/$name.so" "$SO"
   else

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Device run of step 24: build, rewrite the t816 cr main loops (benchmarks.sass_loop),
+# Device run of step 24: build, rewrite the t816 cr main loops (tools/sass_rewrite),
 # check the rewritten build on large problems and the t816 tests, time it against the
 # unmodified build alternating the two libraries (A B A B) in separate processes, and
 # profile both at 4096 cr.
@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16}
 ls torch_vecgemm/_C*.so >/dev/null 2>&1 || python3 setup.py build_ext --inplace > "$LOGDIR/build.log" 2>&1 || { tail -30 "$LOGDIR/build.log"; exit 1; }
 SO=$(ls torch_vecgemm/_C*.so)
 [ -f "$LOGDIR/orig.so" ] || cp "$SO" "$LOGDIR/orig.so"
-python3 -m benchmarks.sass_loop "$LOGDIR/orig.so" --out "$LOGDIR/patched.so" ${PATCH_ARGS:-} 2>&1 | cut -c1-400 | tee "$LOGDIR/patch.log"
+python3 tools/sass_rewrite rewrite "$LOGDIR/orig.so" --out "$LOGDIR/patched.so" ${PATCH_ARGS:-} 2>&1 | cut -c1-400 | tee "$LOGDIR/patch.log"
 [ -f "$LOGDIR/patched.so" ] || exit 1
 use() { cp "$LOGDIR/$1.so" "$SO"; }
 use patched

@@ -14,12 +14,12 @@ SO=$(ls torch_vecgemm/_C*.so)
 cp "$SO" "$SODIR/orig.so"
 TILED='sgemm_tiledINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16E.*LNS_6LayoutE1ELS3_0E'
 TAIL='sgemm_stream_kINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16E.*LNS_6LayoutE1ELS3_0E'
-python3 -m benchmarks.sass_loop "$SODIR/orig.so" --function "$TILED" --order walk24 --out "$SODIR/base.so" > "$LOGDIR/patch_base.log" 2>&1
+python3 tools/sass_rewrite rewrite "$SODIR/orig.so" --function "$TILED" --order walk24 --out "$SODIR/base.so" > "$LOGDIR/patch_base.log" 2>&1
 IFS=';' read -ra SPECS <<< "${TAILS:-walk24=--order walk24}"
 NAMES=(base)
 for spec in "${SPECS[@]}"; do
   name=${spec%%=*}; args=${spec#*=}
-  if python3 -m benchmarks.sass_loop "$SODIR/base.so" --function "$TAIL" $args --out "$SODIR/$name.so" > "$LOGDIR/patch_$name.log" 2>&1 \
+  if python3 tools/sass_rewrite rewrite "$SODIR/base.so" --function "$TAIL" $args --out "$SODIR/$name.so" > "$LOGDIR/patch_$name.log" 2>&1 \
       && grep -q "^1 loops rewritten" "$LOGDIR/patch_$name.log"; then
     NAMES+=("$name")
   else

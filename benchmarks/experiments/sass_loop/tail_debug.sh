@@ -8,7 +8,7 @@ VECGEMM_SASS_REWRITE=0 python3 setup.py build_ext --inplace > "$LOGDIR/build.log
 SO=$(ls torch_vecgemm/_C*.so)
 cp "$SO" "$SODIR/orig.so"
 TAIL='sgemm_stream_kINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16E.*LNS_6LayoutE1ELS3_0E'
-python3 -m benchmarks.sass_loop "$SODIR/orig.so" --function "$TAIL" --order walk24 --out "$SODIR/tail.so" > "$LOGDIR/patch.log" 2>&1
+python3 tools/sass_rewrite rewrite "$SODIR/orig.so" --function "$TAIL" --order walk24 --out "$SODIR/tail.so" > "$LOGDIR/patch.log" 2>&1
 cp "$SODIR/tail.so" "$SO"
 timeout 120 python3 -m pytest -q tests/test_cuda_kernels.py -k "exact_on_integers" 2>&1 | tail -8 > "$LOGDIR/exact.log"
 timeout 200 compute-sanitizer --tool memcheck --print-limit 4 python3 -m pytest -x -q tests/test_cuda_kernels.py -k "test_stream_k_tail and 3000-3000-520-cr" > "$LOGDIR/memcheck.log" 2>&1

@@ -13,7 +13,7 @@ declare -A ARGS=([model]="" [ptxas]="--order ptxas" [slot]="--cache slot" [noreu
   [cw0]="--conflict-weight 0" [rows]="--order rows" [cols]="--order cols" [walk42]="--order walk42" [walk24]="--order walk24"
   [cw0b32]="--conflict-weight 0 --beam 32")
 for v in ${VARIANTS:-model ptxas slot noreuse}; do
-  python3 -m benchmarks.sass_loop "$LOGDIR/orig.so" --out "$LOGDIR/$v.so" --beam 8 ${ARGS[$v]} 2>&1 | tail -2 | cut -c150-400 | tee -a "$LOGDIR/patch.log"
+  python3 tools/sass_rewrite rewrite "$LOGDIR/orig.so" --out "$LOGDIR/$v.so" --beam 8 ${ARGS[$v]} 2>&1 | tail -2 | cut -c150-400 | tee -a "$LOGDIR/patch.log"
 done
 for v in orig ${VARIANTS:-model ptxas slot noreuse} orig; do
   cp "$LOGDIR/$v.so" "$SO"
