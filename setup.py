@@ -9,8 +9,12 @@ built whose ops fall back to ATen. Environment:
   VECGEMM_PTXAS_VERBOSE=1  print ptxas' register / spill report for every kernel
   VECGEMM_SASS_REWRITE=0 leave the t816 main loops as ptxas wrote them (see below)
   MAX_JOBS               parallel compile jobs (ninja)
+After the link the build writes _build_info.json next to the extension (in place, or in
+the wheel): versions, architectures and what the SASS rewrite did; torch_vecgemm.build_info()
+reads it.
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -51,6 +55,8 @@ import torch  # noqa: E402
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+VERSION = "0.1.0"
+BUILD_INFO = "_build_info.json"  # next to the extension; torch_vecgemm/_build.py reads it
 WITH_CUDA = (
     torch.version.cuda is not None and CUDA_HOME is not None and os.environ.get("VECGEMM_CPU_ONLY") != "1"
 )
@@ -117,31 +123,102 @@ TOOLS = os.path.join(HERE, "tools")
 
 
 def _rewrite_sass(lib):
-    """Rewrite the validated loops of the linked library in place; say what was done. The
-    rewrite is an optimisation: whatever stops it leaves ptxas' loops and the build goes on."""
+    """Rewrite the validated loops of the linked library in place; say what was done and
+    return the tool's record of it. The rewrite is an optimisation: whatever stops it leaves
+    ptxas' loops and the build goes on."""
     say = lambda text: print(f"sass rewrite: {text}", flush=True)
     sys.path.insert(0, TOOLS)
     try:
         import sass_rewrite
     except Exception as e:  # noqa: BLE001 - no tool (a source tree without tools/): ptxas' loops
-        say(f"tool not found ({type(e).__name__}: {e}); loops left as ptxas wrote them")
-        return
+        reason = f"tool not found ({type(e).__name__}: {e})"
+        say(f"{reason}; loops left as ptxas wrote them")
+        return {"enabled": False, "reason": reason, "loops": []}
     finally:
         sys.path.remove(TOOLS)
     off = "VECGEMM_SASS_REWRITE=0" if os.environ.get("VECGEMM_SASS_REWRITE") == "0" else None
-    sass_rewrite.rewrite_for_build(lib, disabled_by=off, cuda_home=CUDA_HOME, say=say)
+    try:
+        return sass_rewrite.rewrite_for_build(lib, disabled_by=off, cuda_home=CUDA_HOME, say=say)
+    except Exception as e:  # noqa: BLE001 - the tool fails soft itself; this is the last guard
+        say(f"error ({type(e).__name__}: {e}); loops left as ptxas wrote them")
+        return {"enabled": False, "reason": f"error: {type(e).__name__}: {e}", "loops": []}
+
+
+def _run(*cmd):
+    """A command's stdout, or None if it cannot run or fails."""
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return run.stdout if run.returncode == 0 else None
+
+
+def _cuda_toolkit():
+    """The version of CUDA_HOME's nvcc (e.g. "13.0.88"), or None."""
+    out = _run(os.path.join(CUDA_HOME, "bin", "nvcc"), "--version") if CUDA_HOME else None
+    match = re.search(r"release [\d.]+, V([\d.]+)", out or "")
+    return match.group(1) if match else None
+
+
+def _architectures():
+    """The targets the kernels were compiled for: TORCH_CUDA_ARCH_LIST and the nvcc flags
+    torch resolves it to."""
+    try:
+        from torch.utils.cpp_extension import _get_cuda_arch_flags
+
+        flags = _get_cuda_arch_flags()
+    except Exception:  # noqa: BLE001 - a private torch function: record what is known
+        flags = None
+    return {"arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"), "nvcc_flags": flags}
+
+
+def _git_commit():
+    """The commit of the source tree if it is a git checkout, else None."""
+    if not os.path.exists(os.path.join(HERE, ".git")):
+        return None
+    out = _run("git", "-C", HERE, "rev-parse", "HEAD")
+    return out.strip() if out else None
+
+
+def _write_build_info(ext_path, sass):
+    """What this build did, next to the extension (torch_vecgemm/_build.py documents it)."""
+    info = {
+        "schema": 1,
+        "version": VERSION,
+        "torch": torch.__version__,
+        "cuda_toolkit": _cuda_toolkit(),
+        "cuda_kernels": WITH_CUDA,
+        "architectures": _architectures() if WITH_CUDA else None,
+        "sass_rewrite": sass,
+        "git_commit": _git_commit(),
+    }
+    with open(os.path.join(os.path.dirname(ext_path), BUILD_INFO), "w") as f:
+        json.dump(info, f, indent=1)
+        f.write("\n")
 
 
 class BuildExt(BuildExtension.with_options(use_ninja=True)):
     def build_extension(self, ext):
         super().build_extension(ext)
+        path = self.get_ext_fullpath(ext.name)  # in build_lib: setuptools copies it in place after
         if WITH_CUDA:
-            _rewrite_sass(self.get_ext_fullpath(ext.name))
+            sass = _rewrite_sass(path)
+        else:
+            sass = {"enabled": False, "reason": "no CUDA kernels built", "loops": []}
+        _write_build_info(path, sass)
+
+    def copy_extensions_to_source(self):
+        """In-place and editable builds: the build record goes beside the extension."""
+        super().copy_extensions_to_source()
+        package_dir = self.get_finalized_command("build_py").get_package_dir("torch_vecgemm")
+        built = os.path.join(self.build_lib, "torch_vecgemm", BUILD_INFO)
+        if os.path.exists(built):
+            shutil.copyfile(built, os.path.join(package_dir, BUILD_INFO))
 
 
 setup(
     name="torch_vecgemm",
-    version="0.1.0",
+    version=VERSION,
     description="Hand-written float32 GEMM kernels for PyTorch, as torch.ops.vecgemm",
     packages=find_packages(include=["torch_vecgemm", "torch_vecgemm.*"]),
     ext_modules=[_extension()],
