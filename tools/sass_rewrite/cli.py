@@ -55,7 +55,8 @@ def cmd_rewrite(args):
 def cmd_loops(args):
     data = validated_data.load(args.data)
     inputs, outputs = data.by_input, {loop.output: loop for loop in data.loops}
-    buffer = open(args.path, "rb").read()
+    with open(args.path, "rb") as f:
+        buffer = f.read()
     for _pos, _size, name, base, lines in functions_in(buffer, args.function or data.function_pattern,
                                                        _cuobjdump(args)):
         body = instruction_words(buffer, base, lines)
@@ -75,7 +76,8 @@ def cmd_report(args):
 
 def cmd_banks(args):
     try:
-        sass = open(args.path).read()
+        with open(args.path) as f:
+            sass = f.read()
     except UnicodeDecodeError:
         sass = disassemble(args.path, _cuobjdump(args))
     for name, body in parse_listing(sass):

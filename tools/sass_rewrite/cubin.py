@@ -115,6 +115,12 @@ def instruction_words(data, base, lines):
     return [(a, t, *struct.unpack_from("<QQ", data, base + a)) for a, t in lines]
 
 
+def write_words(data, base, words):
+    """Write instruction words [(address, lo, hi, ...)] into data, a function's code at base."""
+    for addr, lo, hi, *_rest in words:
+        struct.pack_into("<QQ", data, base + addr, lo, hi)
+
+
 def write_library(data, like, out):
     """Write data to out atomically (a temporary file renamed), with the file mode of `like`."""
     tmp = out + ".tmp"

@@ -22,7 +22,7 @@ import struct
 from collections import defaultdict
 
 from . import isa
-from .cubin import find_cuobjdump, functions_in, instruction_words, listing, write_library
+from .cubin import find_cuobjdump, functions_in, instruction_words, listing, write_library, write_words
 from .dataflow import live_after, same, symbolic
 from .loop import Loop, LoopError, block_targets, ffma_loops, main_loop_bounds, original_targets
 from .ordering import ORDERS, ffma_order, model_reads, reuse_bits, template_order
@@ -260,7 +260,8 @@ def rewrite_library(path, out, validated=None, function=None, options=Options(),
         function = validated.function_pattern
     by_input = validated.by_input if validated is not None else {}
     outputs = validated.outputs if validated is not None else set()
-    original = open(path, "rb").read()
+    with open(path, "rb") as f:
+        original = f.read()
     data = bytearray(original)
     outcomes, unreadable = [], []
     done = defaultdict(list)  # (cubin offset, size) -> [(function, code offset, outcome, words)]
@@ -287,8 +288,7 @@ def rewrite_library(path, out, validated=None, function=None, options=Options(),
                 outcome.reason = OUTPUT_MISMATCH
                 outcome.detail = f"the rewrite is {outcome.output}, the validated one {entry.output}"
                 continue
-            for addr, lo, hi, _t in words:
-                struct.pack_into("<QQ", data, base + addr, lo, hi)
+            write_words(data, base, words)
             outcome.state = REWRITTEN
             done[(pos, size)].append((name, base, outcome, words))
     for (pos, size), items in done.items():
