@@ -9,8 +9,12 @@ built whose ops fall back to ATen. Environment:
   VECGEMM_PTXAS_VERBOSE=1  print ptxas' register / spill report for every kernel
   VECGEMM_SASS_REWRITE=0 leave the t816 main loops as ptxas wrote them (see below)
   MAX_JOBS               parallel compile jobs (ninja)
+After the link the build writes _build_info.json next to the extension (in place, or in
+the wheel): versions, architectures and what the SASS rewrite did; torch_vecgemm.build_info()
+reads it.
 """
 import glob
+import json
 import os
 import re
 import shutil
@@ -51,6 +55,8 @@ import torch  # noqa: E402
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+VERSION = "0.1.0"
+BUILD_INFO = "_build_info.json"  # next to the extension; torch_vecgemm/_build.py reads it
 WITH_CUDA = (
     torch.version.cuda is not None and CUDA_HOME is not None and os.environ.get("VECGEMM_CPU_ONLY") != "1"
 )
@@ -110,57 +116,109 @@ def _extension():
 
 # After the link, the main loops of tiled_128x128x8_t816 for (column-major A, row-major B),
 # the plain launch's, the stream-K whole waves' and the stream-K tail's, are rewritten below
-# ptxas by benchmarks/sass_loop.py (docs/performance.md, steps 24-26): the same instructions,
-# the FFMAs reordered for the operand cache (2 x 4 blocks; in the tail, the cache model's
-# order, which measured 4% faster there than the blocks), registers allocated afresh. A loop
-# is rewritten only if its instructions are the ptxas output the rewrite was validated on
-# (nvcc 13.0, sm_90): a change to the kernel or another compiler leaves ptxas' loop, and
-# the build says so.
-SASS_REWRITE_VALIDATED = {  # sass_loop.fingerprint of ptxas' loop: (of its rewrite, the rewrite's options)
-    "34973e9377bbb49a": ("e21c29bb09b17f17", {"order_from": "walk24"}),  # plain launch
-    "bf66b29f48a2b2a0": ("cf731044b67051aa", {"order_from": "walk24"}),  # stream-K whole waves
-    "64c6be3b494231a0": ("e73f1a3a982b462a", {"order_from": "model", "conflict_weight": 0}),  # stream-K tail
-}
+# ptxas by tools/sass_rewrite (3-4% faster): only a loop that is, bit for bit, the ptxas
+# output a rewrite was validated on, and only into that rewrite (tools/sass_rewrite/
+# validated.json: nvcc 13.0, sm_90). Anything else leaves ptxas' loop, and the build says so.
+TOOLS = os.path.join(HERE, "tools")
 
 
 def _rewrite_sass(lib):
-    """Rewrite the validated loops of the linked library in place; say what was done. The
-    rewrite is an optimisation: whatever stops it leaves ptxas' loops and the build goes on."""
+    """Rewrite the validated loops of the linked library in place; say what was done and
+    return the tool's record of it. The rewrite is an optimisation: whatever stops it leaves
+    ptxas' loops and the build goes on."""
     say = lambda text: print(f"sass rewrite: {text}", flush=True)
-    if os.environ.get("VECGEMM_SASS_REWRITE") == "0":
-        say("off (VECGEMM_SASS_REWRITE=0)")
-        return
-    sys.path.insert(0, HERE)
+    sys.path.insert(0, TOOLS)
     try:
-        from benchmarks import sass_loop
-        from benchmarks.sass_report import cuobjdump
-    except ImportError as e:
-        say(f"tool not found ({e}); loops left as ptxas wrote them")
-        return
+        import sass_rewrite
+    except Exception as e:  # noqa: BLE001 - no tool (a source tree without tools/): ptxas' loops
+        reason = f"tool not found ({type(e).__name__}: {e})"
+        say(f"{reason}; loops left as ptxas wrote them")
+        return {"enabled": False, "reason": reason, "loops": []}
     finally:
-        sys.path.remove(HERE)
-    if cuobjdump() is None:
-        say("no cuobjdump; loops left as ptxas wrote them")
-        return
+        sys.path.remove(TOOLS)
+    off = "VECGEMM_SASS_REWRITE=0" if os.environ.get("VECGEMM_SASS_REWRITE") == "0" else None
     try:
-        status = sass_loop.rewrite_library(lib, lib, fingerprints=SASS_REWRITE_VALIDATED)
-    except Exception as e:  # noqa: BLE001 - a failed check or a tool error: nothing was written
-        say(f"not written ({type(e).__name__}: {e}); loops left as ptxas wrote them")
-        return
-    for name, what in status.items():
-        say(f"{name}: {what}")
+        return sass_rewrite.rewrite_for_build(lib, disabled_by=off, cuda_home=CUDA_HOME, say=say)
+    except Exception as e:  # noqa: BLE001 - the tool fails soft itself; this is the last guard
+        say(f"error ({type(e).__name__}: {e}); loops left as ptxas wrote them")
+        return {"enabled": False, "reason": f"error: {type(e).__name__}: {e}", "loops": []}
+
+
+def _run(*cmd):
+    """A command's stdout, or None if it cannot run or fails."""
+    try:
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return run.stdout if run.returncode == 0 else None
+
+
+def _cuda_toolkit():
+    """The version of CUDA_HOME's nvcc (e.g. "13.0.88"), or None."""
+    out = _run(os.path.join(CUDA_HOME, "bin", "nvcc"), "--version") if CUDA_HOME else None
+    match = re.search(r"release [\d.]+, V([\d.]+)", out or "")
+    return match.group(1) if match else None
+
+
+def _architectures():
+    """The targets the kernels were compiled for: TORCH_CUDA_ARCH_LIST and the nvcc flags
+    torch resolves it to."""
+    try:
+        from torch.utils.cpp_extension import _get_cuda_arch_flags
+
+        flags = _get_cuda_arch_flags()
+    except Exception:  # noqa: BLE001 - a private torch function: record what is known
+        flags = None
+    return {"arch_list": os.environ.get("TORCH_CUDA_ARCH_LIST"), "nvcc_flags": flags}
+
+
+def _git_commit():
+    """The commit of the source tree if it is a git checkout, else None."""
+    if not os.path.exists(os.path.join(HERE, ".git")):
+        return None
+    out = _run("git", "-C", HERE, "rev-parse", "HEAD")
+    return out.strip() if out else None
+
+
+def _write_build_info(ext_path, sass):
+    """What this build did, next to the extension (torch_vecgemm/_build.py documents it)."""
+    info = {
+        "schema": 1,
+        "version": VERSION,
+        "torch": torch.__version__,
+        "cuda_toolkit": _cuda_toolkit(),
+        "cuda_kernels": WITH_CUDA,
+        "architectures": _architectures() if WITH_CUDA else None,
+        "sass_rewrite": sass,
+        "git_commit": _git_commit(),
+    }
+    with open(os.path.join(os.path.dirname(ext_path), BUILD_INFO), "w") as f:
+        json.dump(info, f, indent=1)
+        f.write("\n")
 
 
 class BuildExt(BuildExtension.with_options(use_ninja=True)):
     def build_extension(self, ext):
         super().build_extension(ext)
+        path = self.get_ext_fullpath(ext.name)  # in build_lib: setuptools copies it in place after
         if WITH_CUDA:
-            _rewrite_sass(self.get_ext_fullpath(ext.name))
+            sass = _rewrite_sass(path)
+        else:
+            sass = {"enabled": False, "reason": "no CUDA kernels built", "loops": []}
+        _write_build_info(path, sass)
+
+    def copy_extensions_to_source(self):
+        """In-place and editable builds: the build record goes beside the extension."""
+        super().copy_extensions_to_source()
+        package_dir = self.get_finalized_command("build_py").get_package_dir("torch_vecgemm")
+        built = os.path.join(self.build_lib, "torch_vecgemm", BUILD_INFO)
+        if os.path.exists(built):
+            shutil.copyfile(built, os.path.join(package_dir, BUILD_INFO))
 
 
 setup(
     name="torch_vecgemm",
-    version="0.1.0",
+    version=VERSION,
     description="Hand-written float32 GEMM kernels for PyTorch, as torch.ops.vecgemm",
     packages=find_packages(include=["torch_vecgemm", "torch_vecgemm.*"]),
     ext_modules=[_extension()],

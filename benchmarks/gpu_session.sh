@@ -35,7 +35,7 @@ if step build; then
   VECGEMM_PTXAS_VERBOSE=1 run build 400 python3 setup.py build_ext --inplace || exit 1
   grep -E "registers|spill" "$LOGDIR/build.log" | sort | uniq -c | sort -rn > "$LOGDIR/ptxas.txt"
 fi
-step sass && TAIL=60 run sass 60 python3 -m benchmarks.sass_report
+step sass && TAIL=60 run sass 60 python3 tools/sass_rewrite report
 step tests && TAIL=40 run tests ${TESTS_LIMIT:-420} python3 -m pytest -q --maxfail=30 --durations=15 -p no:cacheprovider
 step bench && TAIL=120 run bench ${BENCH_LIMIT:-400} python3 -m benchmarks.bench $BENCH_ARGS --out "$LOGDIR/bench"
 if step records; then  # not in the default STEPS: rewrites benchmarks/records/<gpu>/ and README.md, copied to LOGDIR

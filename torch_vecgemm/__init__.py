@@ -14,6 +14,7 @@ The functions here accept whatever their torch counterparts accept.
 import torch  # noqa: F401  (loads libtorch and libc10, which _C links against)
 
 from . import _C  # noqa: F401  (registers torch.ops.vecgemm)
+from ._build import build_info
 from ._ops import Plan, bmm, fallback_reason, linear, mm, plan, selected_kernel, sgemm, variants
 from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cache
 
@@ -31,5 +32,6 @@ __all__ = [
     "tuning_cache",
     "save_tuning_cache",
     "load_tuning_cache",
+    "build_info",
 ]
 __version__ = "0.1.0"
