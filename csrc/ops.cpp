@@ -13,12 +13,9 @@ namespace vecgemm {
 at::Tensor gemm_reference(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                           double alpha, double beta) {
   const bool batched = A.dim() == 3;
-  if (C.has_value() && beta != 0.0) {
-    const auto out = batched ? std::vector<int64_t>{A.size(0), A.size(1), B.size(-1)}
-                             : std::vector<int64_t>{A.size(0), B.size(-1)};
-    const at::Tensor c = C->expand(out);
-    return batched ? at::baddbmm(c, A, B, beta, alpha) : at::addmm(c, A, B, beta, alpha);
-  }
+  // With C, torch.addmm's rules even at beta == 0: C must broadcast to the result (torch's
+  // error otherwise), and its values are not read.
+  if (C.has_value()) return batched ? at::baddbmm(*C, A, B, beta, alpha) : at::addmm(*C, A, B, beta, alpha);
   at::Tensor out = batched ? at::bmm(A, B) : at::mm(A, B);
   if (alpha != 1.0) out.mul_(alpha);
   return out;
@@ -40,6 +37,23 @@ void sgemm_inplace_aten(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
   C.copy_(gemm_reference(A, B, C, alpha, beta));
 }
 
+// The in-place op has no derivative formula. Under grad mode, with a tensor that requires
+// grad, it refuses, rather than let the gradient go missing; otherwise it runs below
+// autograd as usual.
+void sgemm_inplace_autograd(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha, double beta,
+                            c10::string_view variant) {
+  TORCH_CHECK(!(at::GradMode::is_enabled() && (C.requires_grad() || A.requires_grad() || B.requires_grad())),
+              "vecgemm.sgemm_: the in-place op has no gradient. Use the out-of-place "
+              "torch.ops.vecgemm.sgemm(A, B, C, alpha, beta), which autograd differentiates, or call sgemm_ "
+              "under torch.no_grad()");
+  const at::AutoDispatchBelowAutograd below_autograd;
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("vecgemm::sgemm_", "")
+                             .typed<void(at::Tensor&, const at::Tensor&, const at::Tensor&, double, double,
+                                         c10::string_view)>();
+  op.call(C, A, B, alpha, beta, variant);
+}
+
 at::Tensor gemm_aten(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                      double alpha, double beta) {
   return gemm_reference(A, B, C, alpha, beta);
@@ -59,6 +73,8 @@ TORCH_LIBRARY(vecgemm, m) {
   // Lenient: any input torch.addmm / torch.baddbmm accept; the kernel where it applies.
   m.def("gemm(Tensor A, Tensor B, Tensor? C=None, float alpha=1.0, float beta=0.0) -> Tensor");
 }
+
+TORCH_LIBRARY_IMPL(vecgemm, Autograd, m) { m.impl("sgemm_", &sgemm_inplace_autograd); }
 
 TORCH_LIBRARY_IMPL(vecgemm, CompositeExplicitAutograd, m) {
   m.impl("sgemm", &sgemm_aten);

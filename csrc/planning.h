@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace vecgemm {
 
@@ -31,5 +32,9 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
 // Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per
 // SM): the slots a wave fills.
 int resident_blocks(const std::string& config);
+
+// The GPU architectures the kernels were compiled for, as nvcc numbers them (900 for sm_90);
+// none in a CPU-only build.
+std::vector<int> built_architectures();
 
 }  // namespace vecgemm

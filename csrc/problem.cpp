@@ -27,6 +27,27 @@ bool spans_intersect(const at::Tensor& a, const at::Tensor& b) {
   return a0 < b1 && b0 < a1;
 }
 
+// Elements of C that share an address, which has_internal_overlap cannot always tell (it
+// answers "too hard" for most strided views): a row (or column) shorter than the stride
+// between rows (columns), or matrices of a batch closer than one matrix's extent.
+Reason self_overlap(const at::Tensor& C) {
+  const MatrixStorage s = *storage_of(C);
+  const int64_t rows = C.size(-2), cols = C.size(-1);
+  const int64_t line = s.layout == Layout::RowMajor ? cols : rows;  // elements along the contiguous dimension
+  const int64_t lines = s.layout == Layout::RowMajor ? rows : cols;
+  if (lines > 1 && line > 1 && s.ld < line)
+    return "C's " + std::string(s.layout == Layout::RowMajor ? "rows" : "columns") + " overlap (stride " +
+           std::to_string(s.ld) + " between them, " + std::to_string(line) +
+           " elements each); it cannot be written in place";
+  if (C.dim() == 3 && C.size(0) > 1 && rows > 0 && cols > 0) {
+    const int64_t extent = (rows - 1) * C.stride(-2) + (cols - 1) * C.stride(-1) + 1;
+    if (C.stride(0) < extent)
+      return "C's matrices overlap (batch stride " + std::to_string(C.stride(0)) + ", each spans " +
+             std::to_string(extent) + " elements); it cannot be written in place";
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string list_str(c10::IntArrayRef values) {
@@ -89,6 +110,7 @@ Reason inplace_violation(const at::Tensor& C, const at::Tensor& A, const at::Ten
     return "C is neither row- nor column-major (strides " + list_str(C.strides()) + ")";
   if (at::has_internal_overlap(C) == at::MemOverlap::Yes)
     return "C has elements that share memory (an expanded view); it cannot be written in place";
+  if (auto r = self_overlap(C)) return r;
   for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}}) {
     if (spans_intersect(C, *t))
       return std::string("C overlaps ") + name + " in memory; the in-place op would read what it writes";

@@ -46,6 +46,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       },
       py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
       "How alpha * A @ B + beta * C would run (pure: nothing is allocated, launched or timed).");
+  m.def("built_architectures", &vecgemm::built_architectures,
+        "The GPU architectures the kernels were compiled for, as nvcc numbers them (900 for sm_90).");
   m.def("resident_blocks", &vecgemm::resident_blocks, py::arg("config"),
         "Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per SM).");
 }

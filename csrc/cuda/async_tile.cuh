@@ -20,6 +20,9 @@ namespace vecgemm {
 // tiles need no separate path. The 16-byte copies bypass L1 (.cg). The 4-byte ones go
 // through it (.ca, the only choice for 4 bytes), so the 8 copies of one sector cost one
 // L2 read; the L2::128B hint fetches the rest of each row's 128-byte line.
+// cp.async exists from sm_80 on; the planner never runs these kernels on an older GPU, whose
+// build compiles them to a trap.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
 __device__ __forceinline__ void cp_async16(float* smem, const float* src, int src_bytes) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
@@ -33,6 +36,13 @@ template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
+#else
+__device__ __forceinline__ void cp_async16(float*, const float*, int) { __trap(); }
+__device__ __forceinline__ void cp_async4(float*, const float*, int) { __trap(); }
+__device__ __forceinline__ void cp_async_commit() {}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {}
+#endif
 
 // One operand's tiles, for one thread: which elements it copies and where they go.
 // BX: the tile's extent along M (A) or N (B); kStride: floats per shared row (BX + pad).

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
+#include "../env_flags.h"
 #include "../tuning.h"
 #include "execute.h"
 #include "kernel_configs.h"
@@ -22,10 +22,7 @@ namespace {
 constexpr int kAutotuneCandidates = 6;
 
 std::mutex g_mutex;
-std::atomic<bool> g_autotune{[] {
-  const char* v = std::getenv("VECGEMM_AUTOTUNE");
-  return v != nullptr && std::string(v) == "1";
-}()};
+std::atomic<bool> g_autotune{env_flag("VECGEMM_AUTOTUNE", false)};
 std::unordered_map<std::string, TilingChoice> g_tuned;  // autotuned, loaded or added choices
 
 // Median of a few timed runs into a scratch output, so the caller's tensors are untouched.
@@ -105,9 +102,15 @@ std::vector<TuningEntry> tuning_entries() {
 }
 
 void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k) {
-  TORCH_CHECK(splits >= 1, "vecgemm: split count must be at least 1, got ", splits);
+  const auto problem = ProblemKey::parse(key);
+  TORCH_CHECK(problem.has_value(), "vecgemm: '", key, "' is not a tuning key (b<batch>_m<M>_n<N>_k<K>_<orders>_v<1|4>_d<1|4>, ",
+              "as torch_vecgemm._C.tuning_key(A, B) gives)");
   const auto row = kernel_config_of(config);
   TORCH_CHECK(row.has_value(), "vecgemm: unknown kernel config '", config, "'");
+  TORCH_CHECK(tiled_kernel(*row, problem->la, problem->lb, problem->vec4).launch != nullptr, "vecgemm: ", config,
+              " has no kernel for ", key, " (", problem->vec4 ? "16-byte aligned" : "unaligned", " operands)");
+  TORCH_CHECK(splits >= 1 && splits <= kMaxSplits, "vecgemm: split count must be between 1 and ", kMaxSplits,
+              ", got ", splits);
   std::lock_guard<std::mutex> lock(g_mutex);
   g_tuned[key] = TilingChoice{*row, splits, stream_k};
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -13,7 +14,7 @@ namespace vecgemm {
 namespace {
 
 // Split-K factors tried, and the least K a slice may have (shorter slices are all prologue).
-constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32};
+constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, kMaxSplits};
 constexpr int kMinSlice = 64;
 
 const Tiling& tiling_of(int config) { return kKernelConfigs[config].tiling; }
@@ -88,12 +89,36 @@ std::unordered_map<std::string, double> g_best_ns;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+bool runs_on(int config, int device) {
+  return kKernelConfigs[config].mainloop.family != MainloopFamily::CpAsync || compute_capability(device) >= 80;
+}
+
 int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
 
 std::string ProblemKey::str() const {
   return "b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
          std::to_string(k) + "_" + (la == Layout::RowMajor ? "r" : "c") + (lb == Layout::RowMajor ? "r" : "c") +
          (vec4 ? "_v4" : "_v1") + (out_vec4 ? "_d4" : "_d1");
+}
+
+std::optional<ProblemKey> ProblemKey::parse(const std::string& text) {
+  int batch = 0, m = 0, n = 0, k = 0, consumed = 0;
+  char la = 0, lb = 0, vec = 0, out = 0;
+  if (std::sscanf(text.c_str(), "b%d_m%d_n%d_k%d_%c%c_v%c_d%c%n", &batch, &m, &n, &k, &la, &lb, &vec, &out,
+                  &consumed) != 8 ||
+      consumed != int(text.size()))
+    return std::nullopt;
+  auto layout = [](char c) -> std::optional<Layout> {
+    if (c == 'r') return Layout::RowMajor;
+    if (c == 'c') return Layout::ColMajor;
+    return std::nullopt;
+  };
+  const auto a = layout(la), b = layout(lb);
+  if (batch < 1 || m < 1 || n < 1 || k < 1 || !a || !b || (vec != '1' && vec != '4') || (out != '1' && out != '4'))
+    return std::nullopt;
+  const ProblemKey key{batch, m, n, k, *a, *b, vec == '4', out == '4', -1};
+  if (key.str() != text) return std::nullopt;  // no leading zeros or other spellings
+  return key;
 }
 
 std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config) {
@@ -111,7 +136,7 @@ std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& ke
   std::vector<std::pair<double, TilingChoice>> out;
   for (int c = 0; c < kNumKernelConfigs; ++c) {
     if (only_config && c != *only_config) continue;
-    if (kernel_for(key, c).launch == nullptr) continue;
+    if (kernel_for(key, c).launch == nullptr || !runs_on(c, key.device)) continue;
     int last_splits = 0;
     for (int s : kSplitCandidates) {
       const int slice = slice_for(key.k, s, tiling_of(c).bk);

@@ -21,6 +21,8 @@ struct ProblemKey {
   int device;
   // "b1_m4096_n4096_k4096_cr_v4_d4": the tuning cache's key (the device is not part of it).
   std::string str() const;
+  // The key of str()'s text (device -1), or none for any other text.
+  static std::optional<ProblemKey> parse(const std::string& text);
 };
 
 // A kernel config of kKernelConfigs and how the problem is spread over it.
@@ -31,12 +33,17 @@ struct TilingChoice {
 };
 
 int64_t ceil_div(int64_t a, int64_t b);
+// Whether the device can run the config's kernel: cp.async needs sm_80.
+bool runs_on(int config, int device);
 // The K range of each slice when K is split `splits` ways, in whole K tiles of bk.
 int slice_for(int k, int splits, int bk);
 
 // The stream-K tail's schedule for this config (sgemm_stream_k.cuh), or none: the config
 // has no tail, the problem is batched, or its tiles fill no whole wave or leave no partial one.
 std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config);
+
+// The split-K factors the model considers; a tuned choice must be one of its range.
+inline constexpr int kMaxSplits = 32;
 
 // Every config with a kernel for the key (or only `only_config`) and its split-K factors
 // and stream-K tail, with the model's nanoseconds, fastest first.

@@ -1,21 +1,24 @@
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
+#include "../env_flags.h"
 #include "../tuning.h"
+#include <c10/cuda/CUDAFunctions.h>
+
+#include "device_profile.h"
 #include "kernels.h"
 
 namespace vecgemm {
 namespace {
 
-std::atomic<bool> g_dependent_launch{[] {
-  const char* v = std::getenv("VECGEMM_DEPENDENT_LAUNCH");
-  return !(v && std::string(v) == "0");
-}()};
+std::atomic<bool> g_dependent_launch{env_flag("VECGEMM_DEPENDENT_LAUNCH", true)};
 
 }  // namespace
 
-bool dependent_launch_enabled() { return g_dependent_launch.load(); }
+// Programmatic dependent launch is a Hopper feature: elsewhere the second passes launch
+// as usual (their griddepcontrol instructions are compiled out below sm_90).
+bool dependent_launch_enabled() {
+  return g_dependent_launch.load() && compute_capability(c10::cuda::current_device()) >= 90;
+}
 void set_dependent_launch(bool enabled) { g_dependent_launch = enabled; }
 
 }  // namespace vecgemm

@@ -95,6 +95,17 @@ int sm_count(int device) {
   return counts[device] = v;
 }
 
+int compute_capability(int device) {
+  static std::map<int, int> capabilities;
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = capabilities.find(device);
+  if (it != capabilities.end()) return it->second;
+  int major = 0, minor = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return capabilities[device] = 10 * major + minor;
+}
+
 int blocks_per_sm(const TiledKernel& kernel, int device) {
   static std::map<std::pair<const void*, int>, int> occupancy;
   std::lock_guard<std::mutex> lock(g_mutex);

@@ -38,6 +38,7 @@ const DeviceProfile& profile_of(int device);
 
 // Facts of the given CUDA device, queried once and remembered (thread-safe).
 int sm_count(int device);
+int compute_capability(int device);  // 10 * major + minor: 90 for sm_90
 int blocks_per_sm(const TiledKernel& kernel, int device);
 
 }  // namespace vecgemm

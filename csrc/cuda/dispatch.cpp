@@ -6,7 +6,8 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <limits>
+#include <map>
+#include <mutex>
 
 #include "../planning.h"
 #include "../problem.h"
@@ -47,6 +48,36 @@ Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::
   return not_multiple("K", s.k, VectorizedTile::BK);
 }
 
+// The largest M, N, K or batch: tile ends (a block's first row plus BM, up to 256) and
+// rounded-up K stay inside 32-bit arithmetic.
+constexpr int64_t kMaxDimension = (int64_t(1) << 31) - 257;
+
+// "sm_86" for compute capability 86 (10 * major + minor).
+std::string arch_name(int capability) { return "sm_" + std::to_string(capability); }
+
+// A GPU that none of this build's kernel images can run on (neither its own machine code
+// nor PTX it can compile): every input falls back there instead of failing at launch.
+Reason architecture_violation(int device) {
+  static std::mutex mutex;
+  static std::map<int, Reason> reasons;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = reasons.find(device);
+  if (it != reasons.end()) return it->second;
+  const c10::cuda::CUDAGuard guard(device);
+  cudaFuncAttributes attributes{};
+  const cudaError_t error = cudaFuncGetAttributes(&attributes, tiled_kernel(0, Layout::RowMajor, Layout::RowMajor, true).entry);
+  Reason reason;
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();  // the query's error is the answer, not a sticky failure
+    std::string built;
+    for (const int arch : built_architectures()) built += (built.empty() ? "" : ", ") + arch_name(arch / 10);
+    reason = "this build has no kernel for " + arch_name(compute_capability(device)) + " (built for " +
+             (built.empty() ? std::string("other GPUs") : built) +
+             "); rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";
+  }
+  return reasons[device] = reason;
+}
+
 // The CUDA-side rules for a named variant; C_out: the in-place op's output (the seed's
 // kernel writes it in place, so its rules apply to it too).
 Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const std::string& name) {
@@ -60,15 +91,20 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
     if (!storage_of(*t))
       return std::string(label) + " is neither row- nor column-major (strides " + list_str(t->strides()) + ")";
   const GemmShape s = shape_of(A, B);
-  constexpr int64_t kIntMax = std::numeric_limits<int>::max();
-  if (std::max({s.batch, s.m, s.n, s.k}) > kIntMax)
-    return "a dimension is 2^31 or larger; the kernels index dimensions with 32-bit integers";
+  if (std::max({s.batch, s.m, s.n, s.k}) > kMaxDimension)
+    return "a dimension is larger than 2^31 - 257; the kernels index dimensions with 32-bit integers "
+           "(a tile's end must fit too)";
+  if (A.is_cuda()) {
+    if (auto r = architecture_violation(A.get_device())) return r;
+  }
   if (std::holds_alternative<SeedKernel>(*variant)) return vectorized_violation(A, B, C_out);
   if (std::holds_alternative<MatrixVector>(*variant)) {
     if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
     return std::string("the gemv kernel takes M = 1 with a column-major B, or N = 1 with a row-major A");
   }
   if (const auto* fixed = std::get_if<FixedConfig>(&*variant)) {
+    if (A.is_cuda() && !runs_on(fixed->config, A.get_device()))
+      return "variant " + name + " uses cp.async, which needs sm_80 or newer";
     const Problem problem = problem_of(A, B, false);
     if (!kKernelConfigs[fixed->config].scalar && !(problem.a_vec4 && problem.b_vec4))
       return "variant " + name + " is built for 16-byte aligned operands only (pointer, leading dimension "

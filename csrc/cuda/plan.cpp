@@ -1,5 +1,6 @@
 #include "plan.h"
 
+#include <ATen/Context.h>
 #include <c10/util/Exception.h>
 
 #include <cmath>
@@ -146,9 +147,12 @@ Plan plan(const Problem& problem, const Variant& variant, bool allow_copies) {
 
   std::optional<int> only_config;
   if (const auto* fixed = std::get_if<FixedConfig>(&variant)) only_config = fixed->config;
-  const std::optional<TilingChoice> tuned = auto_select ? tuned_choice(out.key) : std::nullopt;
+  // Under torch.use_deterministic_algorithms(True) the choice depends on the problem alone:
+  // the cost model's, never a timing (autotuned entries differ between processes).
+  const bool timed_choices = auto_select && !at::globalContext().deterministicAlgorithms();
+  const std::optional<TilingChoice> tuned = timed_choices ? tuned_choice(out.key) : std::nullopt;
   out.tiling = tuned ? *tuned : model_choice(out.key, only_config);
-  out.autotune_pending = auto_select && !tuned && autotune_enabled();
+  out.autotune_pending = timed_choices && !tuned && autotune_enabled();
 
   const KernelConfig& config = kKernelConfigs[out.tiling.config];
   out.family = config.mainloop.family == MainloopFamily::CpAsync ? Family::Async : Family::Tiled;
