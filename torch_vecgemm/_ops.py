@@ -3,6 +3,7 @@ autograd formulas, and the public functions."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 
 import torch
@@ -59,13 +60,19 @@ def variants() -> list[str]:
     return list(_C.variants())
 
 
-def sgemm(A: Tensor, B: Tensor, C: Optional[Tensor] = None, *, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
-    """``alpha * A @ B + beta * C`` for matrices (2-D) or batches of matrices (3-D).
+def sgemm(
+    A: Tensor, B: Tensor, C: Optional[Tensor] = None, *, alpha: float = 1.0, beta: Optional[float] = None
+) -> Tensor:
+    """``alpha * A @ B + beta * C`` for matrices (2-D) or batches of matrices (3-D), like
+    ``torch.addmm`` / ``torch.baddbmm``: ``beta`` defaults to 1 when C is given (0 without).
 
-    With ``beta == 0`` (the default) C is not read. Inputs the kernel cannot take (another
-    dtype or device, unusual strides) give the result ``torch.addmm`` / ``torch.baddbmm``
-    would; ``fallback_reason`` says when and why.
+    With ``beta == 0`` C is not read (NaN in it does not propagate), but it must still
+    broadcast to the result, as torch requires. Inputs the kernel cannot take (another dtype
+    or device, unusual strides) give the result torch would; ``fallback_reason`` says when
+    and why.
     """
+    if beta is None:
+        beta = 0.0 if C is None else 1.0
     return _gemm(A, B, C, float(alpha), float(beta))
 
 
@@ -88,10 +95,12 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
 
     ``weight.T`` is a column-major view, read by the kernel as it is, with no copy.
     """
-    if x.dim() < 1 or weight.dim() != 2:
-        return torch.nn.functional.linear(x, weight, bias)
+    if x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[-1]:
+        return torch.nn.functional.linear(x, weight, bias)  # torch's result or torch's error
     lead = x.shape[:-1]
-    out = _gemm(x.reshape(-1, x.shape[-1]), weight.t(), bias, 1.0, 0.0 if bias is None else 1.0)
+    # The rows as one matrix; written out, since reshape(-1, 0) cannot infer the -1.
+    rows = x.reshape(math.prod(lead), x.shape[-1])
+    out = _gemm(rows, weight.t(), bias, 1.0, 0.0 if bias is None else 1.0)
     return out.reshape(*lead, weight.shape[0])
 
 

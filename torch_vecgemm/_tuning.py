@@ -1,20 +1,32 @@
 """Autotune mode and its cache.
 
-By default the kernel and split-K factor are chosen per shape by a cost model over the
-tilings in csrc/cuda/tile_configs.h. In autotune mode the model's best few candidates are
-timed once for each new problem (shape, storage orders, alignment) and the fastest is
+By default the kernel config and split-K factor are chosen per shape by a cost model over
+the configs in csrc/cuda/kernel_configs.h. In autotune mode the model's best few candidates
+are timed once for each new problem (shape, storage orders, alignment) and the fastest is
 remembered for the process; ``save_tuning_cache`` / ``load_tuning_cache`` keep it on disk.
 ``VECGEMM_AUTOTUNE=1`` turns the mode on at import, and ``VECGEMM_TUNING_CACHE=path``
-loads a saved cache at import.
+loads a saved cache at import. Under ``torch.use_deterministic_algorithms(True)`` neither
+timing nor the cache is used: the model chooses, the same in every process.
+
+A cache file can come from another build or be damaged: every entry is checked against this
+build (a known key, a config with a kernel for the key's storage orders and alignment, a
+split the model would consider) and one that fails is skipped with a warning, never used.
 """
 from __future__ import annotations
 
 import json
 import os
+import tempfile
+import warnings
 
 from . import _C
 
-_FORMAT = 2  # 2 added "stream_k"; format 1 files load with the tail off
+_FORMAT = 3  # 3 added "build"; 2 added "stream_k" (format 1 files load with the tail off)
+_READABLE_FORMATS = (1, 2, _FORMAT)
+
+
+class TuningCacheWarning(UserWarning):
+    """A tuning cache file or entry was not used."""
 
 
 def autotune(enabled: bool = True) -> None:
@@ -23,27 +35,79 @@ def autotune(enabled: bool = True) -> None:
 
 
 def tuning_cache() -> dict[str, tuple[str, int, bool]]:
-    """Problem key -> (tiling name, split-K factor, stream-K tail) chosen so far by
+    """Problem key -> (kernel config name, split-K factor, stream-K tail) chosen so far by
     autotuning or loaded. ``_C.tuning_key(A, B)`` gives the key of a product."""
     return {key: (config, splits, stream_k) for key, config, splits, stream_k in _C.tuning_entries()}
 
 
+def _build_identity() -> dict:
+    from . import __version__
+
+    return {"torch_vecgemm": __version__, "kernel_configs": [v for v in _C.variants() if v not in ("auto", "vectorized", "gemv")]}
+
+
 def save_tuning_cache(path: str | os.PathLike) -> None:
+    """Write the cache to ``path`` atomically (a temporary file beside it, then a rename), so
+    that a crash mid-save leaves the old file, not a damaged one."""
+    path = os.fspath(path)
     entries = {key: {"config": c, "splits": s, "stream_k": t} for key, (c, s, t) in tuning_cache().items()}
-    with open(path, "w") as f:
-        json.dump({"format": _FORMAT, "entries": entries}, f, indent=1, sort_keys=True)
+    text = json.dumps({"format": _FORMAT, "build": _build_identity(), "entries": entries}, indent=1, sort_keys=True)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tuning-", suffix=".json", dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
 
 
 def load_tuning_cache(path: str | os.PathLike) -> int:
-    """Adds the saved choices to the cache; returns how many were loaded."""
-    with open(path) as f:
-        data = json.load(f)
-    if data.get("format") not in (1, _FORMAT):
-        raise ValueError(f"{path}: not a torch_vecgemm tuning cache (format {data.get('format')!r})")
+    """Adds the saved choices to the cache; returns how many were loaded.
+
+    Raises ``ValueError`` if the file is not a tuning cache (unreadable JSON, another
+    format); entries this build cannot use are skipped with a ``TuningCacheWarning``.
+    """
+    path = os.fspath(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a torch_vecgemm tuning cache ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict) or data.get("format") not in _READABLE_FORMATS or not isinstance(data.get("entries"), dict):
+        found = data.get("format") if isinstance(data, dict) else type(data).__name__
+        raise ValueError(f"{path}: not a torch_vecgemm tuning cache (format {found!r})")
+    build = data.get("build")
+    if build is not None and build != _build_identity():
+        warnings.warn(f"{path} was saved by another build of torch_vecgemm ({build.get('torch_vecgemm')}); "
+                      "its entries are checked one by one", TuningCacheWarning, stacklevel=2)
+    loaded = 0
     for key, entry in data["entries"].items():
-        _C.add_tuning_entry(key, entry["config"], int(entry["splits"]), bool(entry.get("stream_k", False)))
-    return len(data["entries"])
+        try:
+            config, splits, stream_k = entry["config"], entry["splits"], entry.get("stream_k", False)
+            if not (isinstance(config, str) and type(splits) is int and isinstance(stream_k, bool)):
+                raise TypeError(f"config must be a string, splits an integer, stream_k true or false: {entry!r}")
+            _C.add_tuning_entry(key, config, splits, stream_k)
+            loaded += 1
+        except (RuntimeError, KeyError, TypeError) as e:
+            warnings.warn(f"{path}: entry {key!r} skipped: {e}", TuningCacheWarning, stacklevel=2)
+    return loaded
 
 
-if os.environ.get("VECGEMM_TUNING_CACHE") and os.path.exists(os.environ["VECGEMM_TUNING_CACHE"]):
-    load_tuning_cache(os.environ["VECGEMM_TUNING_CACHE"])
+def _load_from_environment() -> None:
+    """VECGEMM_TUNING_CACHE at import: a problem with it warns; it never breaks the import."""
+    path = os.environ.get("VECGEMM_TUNING_CACHE")
+    if not path:
+        return
+    if not os.path.exists(path):
+        warnings.warn(f"VECGEMM_TUNING_CACHE={path}: no such file; nothing loaded", TuningCacheWarning, stacklevel=3)
+        return
+    try:
+        load_tuning_cache(path)
+    except (OSError, ValueError) as e:
+        warnings.warn(f"VECGEMM_TUNING_CACHE: {e}; nothing loaded", TuningCacheWarning, stacklevel=3)
+
+
+_load_from_environment()
