@@ -1,17 +1,20 @@
 """Build torch_vecgemm._C with torch.utils.cpp_extension.
 
+Install torch first, then build against it: `pip install --no-build-isolation -e .`.
 CUDA kernels are compiled whenever the installed torch is a CUDA build and a CUDA
-toolkit is found, whether or not this machine has a GPU; otherwise a CPU-only library is
-built whose ops fall back to ATen. Environment:
-  TORCH_CUDA_ARCH_LIST   target architectures (default "9.0+PTX": sm_90 code, plus PTX
-                         that newer GPUs compile at load time)
+toolkit of the same major version is found, whether or not this machine has a GPU;
+otherwise a CPU-only library is built whose ops fall back to ATen. Environment:
+  TORCH_CUDA_ARCH_LIST   target architectures. Default: the local GPUs' on a machine with
+                         GPUs (as torch.utils.cpp_extension does); else every architecture
+                         from sm_80 on that the installed torch supports, at least sm_80,
+                         8.6, 8.9 and 9.0, with PTX for the newest
   VECGEMM_CPU_ONLY=1     build without the CUDA kernels
   VECGEMM_PTXAS_VERBOSE=1  print ptxas' register / spill report for every kernel
   VECGEMM_SASS_REWRITE=0 leave the t816 main loops as ptxas wrote them (see below)
   MAX_JOBS               parallel compile jobs (ninja)
-After the link the build writes _build_info.json next to the extension (in place, or in
-the wheel): versions, architectures and what the SASS rewrite did; torch_vecgemm.build_info()
-reads it.
+Switches take 1/0, true/false, on/off, yes/no. After the link the build writes
+_build_info.json next to the extension (in place, or in the wheel): versions,
+architectures and what the SASS rewrite did; torch_vecgemm.build_info() reads it.
 """
 import glob
 import json
@@ -48,21 +51,75 @@ def _locate_cuda_home():
     os.environ["CUDA_HOME"] = home
 
 
-_locate_cuda_home()
-os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0+PTX")
+def _switch(name, default):
+    """An on/off environment switch, read as the library reads its own (csrc/env_flags.h)."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    word = value.strip().lower()
+    if word in ("1", "true", "on", "yes"):
+        return True
+    if word in ("0", "false", "off", "no"):
+        return False
+    print(f"torch_vecgemm: {name}={value!r} is not a switch value (1/0, true/false, on/off, yes/no); "
+          f"using the default, {'on' if default else 'off'}", file=sys.stderr)
+    return default
 
-import torch  # noqa: E402
+
+_locate_cuda_home()
+
+try:
+    import torch  # noqa: E402
+except ImportError:
+    sys.exit(
+        "torch_vecgemm builds against the torch it will run with, and none is importable here. "
+        "Install torch first (pip install -r requirements.txt), then build without pip's isolated "
+        "build environment: pip install --no-build-isolation -e ."
+    )
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VERSION = "0.1.0"
 BUILD_INFO = "_build_info.json"  # next to the extension; torch_vecgemm/_build.py reads it
-WITH_CUDA = (
-    torch.version.cuda is not None and CUDA_HOME is not None and os.environ.get("VECGEMM_CPU_ONLY") != "1"
-)
+CPU_ONLY_HINT = "or build without CUDA kernels (every call then falls back to torch): VECGEMM_CPU_ONLY=1"
+WITH_CUDA = torch.version.cuda is not None and CUDA_HOME is not None and not _switch("VECGEMM_CPU_ONLY", False)
+# The oldest architecture the defaults build for; the kernels themselves also build for
+# older ones named in TORCH_CUDA_ARCH_LIST (cp.async is compiled out there, its kernels
+# never chosen).
+OLDEST_DEFAULT_ARCH = (8, 0)
+ALWAYS_BUILT = ["8.0", "8.6", "8.9", "9.0"]
 
 
-# The tiled kernel has many instances (tile_configs.h rows x storage orders x load widths).
+def _toolkit_matches_torch():
+    """Stops the build with a message that says what to do when the toolkit's major version
+    differs from torch's CUDA (torch's own check fails later, with less to go on)."""
+    toolkit = _cuda_toolkit()
+    if toolkit is None or torch.version.cuda is None:
+        return
+    if toolkit.split(".")[0] != torch.version.cuda.split(".")[0]:
+        sys.exit(
+            f"torch_vecgemm: the CUDA toolkit at {CUDA_HOME} is {toolkit}, but torch {torch.__version__} "
+            f"was built with CUDA {torch.version.cuda}; the kernels must be compiled by a toolkit of the same "
+            f"major version. Install CUDA {torch.version.cuda.split('.')[0]}.x and point CUDA_HOME at it, "
+            f"or install a torch built for CUDA {toolkit.split('.')[0]}, {CPU_ONLY_HINT}."
+        )
+
+
+def _default_arch_list():
+    """TORCH_CUDA_ARCH_LIST when the environment does not set one, or None to let
+    torch.utils.cpp_extension take the local GPUs' architectures."""
+    if torch.cuda.is_available() and torch.cuda.device_count() > 0:
+        return None
+    known = []
+    for arch in torch.cuda.get_arch_list():  # e.g. "sm_90"; "compute_90" entries are PTX
+        match = re.fullmatch(r"sm_(\d+)(\d)", arch)
+        if match and (int(match.group(1)), int(match.group(2))) >= OLDEST_DEFAULT_ARCH:
+            known.append(f"{match.group(1)}.{match.group(2)}")
+    archs = sorted(set(known) | set(ALWAYS_BUILT), key=lambda a: tuple(int(x) for x in a.split(".")))
+    return ";".join(archs[:-1] + [archs[-1] + "+PTX"])
+
+
+# The tiled kernel has many instances (kernel_configs.h rows x storage orders x load widths).
 # They are compiled in LAYOUTS x TILED_SHARDS small translation units so that ninja builds
 # them in parallel; each includes sgemm_tiled_instances.cuh with its shard's defines.
 TILED_SHARDS = 4
@@ -104,7 +161,7 @@ def _extension():
     if not WITH_CUDA:
         return CppExtension("torch_vecgemm._C", _sources(), extra_compile_args={"cxx": cxx})
     nvcc = ["-O3", "-lineinfo"]
-    if os.environ.get("VECGEMM_PTXAS_VERBOSE") == "1":
+    if _switch("VECGEMM_PTXAS_VERBOSE", False):
         nvcc.append("-Xptxas=-v")
     return CUDAExtension(
         "torch_vecgemm._C",
@@ -136,7 +193,7 @@ def _rewrite_sass(lib):
         return {"enabled": False, "reason": reason, "loops": []}
     finally:
         sys.path.remove(TOOLS)
-    off = "VECGEMM_SASS_REWRITE=0" if os.environ.get("VECGEMM_SASS_REWRITE") == "0" else None
+    off = None if _switch("VECGEMM_SASS_REWRITE", True) else f"VECGEMM_SASS_REWRITE={os.environ['VECGEMM_SASS_REWRITE']}"
     try:
         return sass_rewrite.rewrite_for_build(lib, disabled_by=off, cuda_home=CUDA_HOME, say=say)
     except Exception as e:  # noqa: BLE001 - the tool fails soft itself; this is the last guard
@@ -215,6 +272,16 @@ class BuildExt(BuildExtension.with_options(use_ninja=True)):
         if os.path.exists(built):
             shutil.copyfile(built, os.path.join(package_dir, BUILD_INFO))
 
+
+if WITH_CUDA:
+    _toolkit_matches_torch()
+    if not os.environ.get("TORCH_CUDA_ARCH_LIST") and _default_arch_list():
+        os.environ["TORCH_CUDA_ARCH_LIST"] = _default_arch_list()
+    units = len(_sources())
+    print(f"torch_vecgemm: compiling {units} units with CUDA {_cuda_toolkit()} for "
+          f"{os.environ.get('TORCH_CUDA_ARCH_LIST') or 'the local GPUs'}; ninja shows progress as [done/total] "
+          f"(pip shows it with -v). About 4 minutes per architecture on 2 cores; MAX_JOBS sets the parallel jobs.",
+          flush=True)
 
 setup(
     name="torch_vecgemm",
