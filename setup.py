@@ -230,11 +230,10 @@ def _architectures():
 
 
 def _git_commit():
-    """The commit of the source tree if it is a git checkout, else None."""
-    if not os.path.exists(os.path.join(HERE, ".git")):
-        return None
-    out = _run("git", "-C", HERE, "rev-parse", "HEAD")
-    return out.strip() if out else None
+    """The commit of the source tree if it is a git checkout; for a copy without .git, the
+    one VECGEMM_SOURCE_COMMIT names; else None."""
+    out = _run("git", "-C", HERE, "rev-parse", "HEAD") if os.path.exists(os.path.join(HERE, ".git")) else None
+    return out.strip() if out else os.environ.get("VECGEMM_SOURCE_COMMIT") or None
 
 
 def _write_build_info(ext_path, sass):

@@ -75,7 +75,9 @@ def _git(*args):
 
 
 def git_commit():
-    return (_git("rev-parse", "--short", "HEAD") or "").strip() or None
+    """The checkout's commit; for a copy of the tree without .git (a remote GPU machine's),
+    the one VECGEMM_SOURCE_COMMIT names."""
+    return (_git("rev-parse", "--short", "HEAD") or "").strip() or os.environ.get("VECGEMM_SOURCE_COMMIT") or None
 
 
 def uncommitted_changes():

@@ -8,10 +8,11 @@
 #   STEPS="build tests bench"  (default: all)   BENCH_ARGS="--variants all"
 #   PROBES="copy_cost stream_k_cost"  (benchmarks/probes/README.md lists them)
 #   STEPS="build tests records"  the records of record (benchmarks/records/README.md)
+#   OTHER_ARCH_LIST=8.0  the arch step's build, which must leave this GPU's architecture out
 set -u
 LOGDIR=${LOGDIR:-gpu_out}
 mkdir -p "$LOGDIR"
-STEPS=${STEPS:-"build sass tests bench probes sanitize profile"}
+STEPS=${STEPS:-"build sass tests arch bench probes sanitize profile"}
 BENCH_ARGS=${BENCH_ARGS-"--variants all --rep-ms 60"}  # set to "" for the defaults of bench.py
 PROBES=${PROBES-"copy_cost"}
 PROFILE_VARIANTS=${PROFILE_VARIANTS:-"vectorized auto"}
@@ -37,6 +38,14 @@ if step build; then
 fi
 step sass && TAIL=60 run sass 60 python3 tools/sass_rewrite report
 step tests && TAIL=40 run tests ${TESTS_LIMIT:-420} python3 -m pytest -q --maxfail=30 --durations=15 -p no:cacheprovider
+if step arch; then  # a build that leaves this GPU's architecture out must fall back cleanly on it
+  ARCH_DIR=${ARCH_DIR:-/tmp/vecgemm_other_arch}
+  rm -rf "$ARCH_DIR" && mkdir -p "$ARCH_DIR" && cp -r setup.py pyproject.toml csrc torch_vecgemm tools tests "$ARCH_DIR"/
+  rm -f "$ARCH_DIR"/torch_vecgemm/_C*.so "$ARCH_DIR"/torch_vecgemm/_build_info.json
+  log=$(cd "$LOGDIR" && pwd)
+  (cd "$ARCH_DIR" && LOGDIR=$log TORCH_CUDA_ARCH_LIST=${OTHER_ARCH_LIST:-8.0} run arch_build 400 python3 setup.py build_ext --inplace &&
+   cd "$ARCH_DIR" && LOGDIR=$log VECGEMM_EXPECT_NO_KERNEL=1 TAIL=20 run arch_tests 300 python3 -m pytest -q -p no:cacheprovider tests/test_faults.py -k "no_kernel or runs_on_this_gpu" -rs) || status=1
+fi
 step bench && TAIL=120 run bench ${BENCH_LIMIT:-400} python3 -m benchmarks.bench $BENCH_ARGS --out "$LOGDIR/bench"
 if step records; then  # not in the default STEPS: rewrites benchmarks/records/<gpu>/ and README.md, copied to LOGDIR
   TAIL=60 run records ${RECORDS_LIMIT:-600} python3 -m benchmarks.records ${RECORDS_ARGS:-} && cp -r benchmarks/records README.md "$LOGDIR/"
