@@ -1,12 +1,23 @@
-"""Shared helpers: float64 references, error bounds, poisoning, device parametrization."""
+"""Shared helpers: seeded random inputs, float64 references, error bounds, poisoning, the
+markers of GPU tests.
+
+Every random input comes from the `rng` fixture: torch.Generators seeded from the test's
+node id with a stable hash (crc32), so a case draws the same inputs in every process and on
+every machine. A failing case prints its seed; `VECGEMM_TEST_SEED=<seed> pytest <node id>`
+replays it (the variable overrides every case's seed).
+"""
 from __future__ import annotations
 
 import math
+import os
+import zlib
 
 import pytest
 import torch
 
 import torch_vecgemm
+
+ops = torch.ops.vecgemm
 
 HAS_CUDA = torch.cuda.is_available()
 NO_CUDA_REASON = (
@@ -18,16 +29,108 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA_REASON)
 requires_kernels = pytest.mark.skipif(
     not torch_vecgemm._C.cuda_kernels_built(), reason="torch_vecgemm was built without CUDA kernels"
 )
-
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+LAYOUTS = ["rr", "rc", "cr", "cc"]
 
 # Unit roundoff of float32.
 U32 = 2.0**-24
 
 
-def randn(*shape, device="cuda", dtype=torch.float32, generator=None):
-    """Fresh random data, never zeros: N(0, 1) shifted away from exact zero."""
-    return torch.randn(*shape, device=device, dtype=dtype, generator=generator)
+# ---- seeds ---------------------------------------------------------------------------------
+
+SEED_ENV = "VECGEMM_TEST_SEED"
+_SEED = pytest.StashKey[int]()
+
+
+def node_seed(nodeid: str) -> int:
+    """The seed of a test case: crc32 of its node id (hash() of a str differs per process)."""
+    return zlib.crc32(nodeid.encode())
+
+
+class Rng:
+    """A test case's source of random inputs: one torch.Generator per device, each seeded
+    with the case's seed (CUDA inputs are drawn on the GPU, by its own generator)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._generators: dict[torch.device, torch.Generator] = {}
+
+    def generator(self, device="cuda") -> torch.Generator:
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device not in self._generators:
+            self._generators[device] = torch.Generator(device).manual_seed(self.seed)
+        return self._generators[device]
+
+    def randint(self, low, high, shape, device="cuda"):
+        return torch.randint(low, high, shape, device=device, generator=self.generator(device))
+
+    def uniform(self, *shape, low=-1.0, high=1.0, device="cuda"):
+        return torch.empty(*shape, device=device).uniform_(low, high, generator=self.generator(device))
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """This case's seed: VECGEMM_TEST_SEED if set, else crc32 of the node id."""
+    override = os.environ.get(SEED_ENV)
+    value = int(override, 0) if override else node_seed(request.node.nodeid)
+    request.node.stash[_SEED] = value
+    request.node.user_properties.append(("seed", value))
+    return value
+
+
+@pytest.fixture
+def rng(seed) -> Rng:
+    return Rng(seed)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and _SEED in item.stash:
+        seed = item.stash[_SEED]
+        report.sections.append(("seed", f"inputs drawn with seed {seed}; replay: {SEED_ENV}={seed} pytest '{item.nodeid}'"))
+    return report
+
+
+def pytest_report_header(config):
+    if os.environ.get(SEED_ENV):
+        return f"{SEED_ENV}={os.environ[SEED_ENV]}: every case draws its inputs with this seed"
+    return None
+
+
+# ---- inputs --------------------------------------------------------------------------------
+
+
+def randn(rng: Rng, *shape, device="cuda", dtype=torch.float32):
+    """Fresh N(0, 1) data from the case's generator; never zeros (0 has probability 0)."""
+    return torch.randn(*shape, device=device, dtype=dtype, generator=rng.generator(device))
+
+
+def make_operand(rng: Rng, rows, cols, layout, *, batch=None, device="cuda", offset=0, ld_pad=0):
+    """A (batch?, rows, cols) float32 operand stored row- ("r") or column-major ("c"), as a
+    view with storage offset `offset` elements and leading dimension padded by `ld_pad`."""
+    lead = () if batch is None else (batch,)
+    if layout == "r":
+        ld = cols + ld_pad
+        base = randn(rng, *lead, rows * ld + offset, device=device)
+        t = base[..., offset:].reshape(*lead, rows, ld)[..., :cols]
+    else:
+        ld = rows + ld_pad
+        base = randn(rng, *lead, cols * ld + offset, device=device)
+        t = base[..., offset:].reshape(*lead, cols, ld)[..., :rows].transpose(-1, -2)
+    assert t.shape == (*lead, rows, cols)
+    return t
+
+
+def aligned_operand(rng: Rng, rows, cols, layout, batch=None):
+    """make_operand with the leading dimension padded to a multiple of 4 floats: every
+    variant, the ones built for 16-byte aligned operands included, takes it at any shape."""
+    return make_operand(rng, rows, cols, layout, batch=batch, ld_pad=-(cols if layout == "r" else rows) % 4)
+
+
+# ---- references and checks -----------------------------------------------------------------
 
 
 def reference(A, B, C=None, alpha=1.0, beta=0.0):
@@ -67,23 +170,23 @@ def assert_gemm_close(out, A, B, C=None, alpha=1.0, beta=0.0, *, tol=1e-5):
 
 
 def poison_allocator(shape, device="cuda"):
-    """Fill the caching allocator's next block of this size with NaN, so an output the
-    kernel fails to write shows as NaN instead of stale correct data."""
+    """Fill the caching allocator's next block of this size with NaN, so an output (or a
+    copy, or a workspace) the kernels fail to write shows as NaN instead of stale data."""
     t = torch.full(shape, float("nan"), device=device)
     del t
 
 
-def make_operand(rows, cols, layout, *, batch=None, device="cuda", offset=0, ld_pad=0):
-    """A (batch?, rows, cols) float32 operand stored row- ("r") or column-major ("c"), as a
-    view with storage offset `offset` elements and leading dimension padded by `ld_pad`."""
-    lead = () if batch is None else (batch,)
-    if layout == "r":
-        ld = cols + ld_pad
-        base = randn(*lead, rows * ld + offset, device=device)
-        t = base[..., offset:].reshape(*lead, rows, ld)[..., :cols]
-    else:
-        ld = rows + ld_pad
-        base = randn(*lead, cols * ld + offset, device=device)
-        t = base[..., offset:].reshape(*lead, cols, ld)[..., :rows].transpose(-1, -2)
-    assert t.shape == (*lead, rows, cols)
-    return t
+# ---- running the kernels -------------------------------------------------------------------
+
+
+def run_strict(A, B, C=None, alpha=1.0, beta=0.0, variant="auto"):
+    """The strict op, so a fallback can never hide a kernel fault; output poisoned."""
+    assert torch_vecgemm.fallback_reason(A, B, C, variant=variant) is None
+    poison_allocator((*A.shape[:-1], B.shape[-1]))
+    return ops.sgemm(A, B, C, alpha, beta, variant)
+
+
+def run_inplace(A, B, C, alpha, beta, variant="auto"):
+    D = C.clone() if beta != 0.0 else torch.full_like(C, float("nan"))
+    ops.sgemm_(D, A, B, alpha, beta, variant)
+    return D

@@ -9,9 +9,14 @@ import torch
 import torch.nn.functional as F
 
 import torch_vecgemm
-from conftest import DEVICES, assert_gemm_close, randn
+from conftest import DEVICES, assert_gemm_close
 
 ops = torch.ops.vecgemm
+
+
+def randn(*shape, device="cuda", dtype=torch.float32):
+    """Unseeded inputs, until these tests move to files of their own drawing from `rng`."""
+    return torch.randn(*shape, device=device, dtype=dtype)
 
 
 @pytest.mark.parametrize("device", DEVICES)
