@@ -1,5 +1,5 @@
 """Shared helpers: seeded random inputs, float64 references, error bounds, poisoning, the
-markers of GPU tests.
+markers of GPU tests, the library's own lists of kernels.
 
 Every random input comes from the `rng` fixture: torch.Generators seeded from the test's
 node id with a stable hash (crc32), so a case draws the same inputs in every process and on
@@ -29,9 +29,39 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA_REASON)
 requires_kernels = pytest.mark.skipif(
     not torch_vecgemm._C.cuda_kernels_built(), reason="torch_vecgemm was built without CUDA kernels"
 )
+# The marks of a GPU test: `pytestmark = GPU` for a module of them, `@gpu` for one test;
+# `-m "not gpu"` deselects them.
+GPU = [pytest.mark.gpu, requires_cuda, requires_kernels]
+
+
+def gpu(test):
+    for mark in GPU:
+        test = mark(test)
+    return test
+
+
+# The pure planning API, torch_vecgemm.plan(); tests of it that run without a GPU skip on a
+# library that does not have it yet.
+requires_plan = pytest.mark.skipif(
+    not hasattr(torch_vecgemm, "plan"), reason="this torch_vecgemm has no plan() (the planning API)"
+)
+
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 LAYOUTS = ["rr", "rc", "cr", "cc"]
 
+# The library's own list of kernels, read at collection: a new tiling (or a new family of
+# them) is tested without editing the tests. A CPU-only build lists "auto" alone.
+VARIANTS = torch_vecgemm.variants()
+TILINGS = [v for v in VARIANTS if v not in ("auto", "vectorized", "gemv")]
+# Names of the releases before the names were derived from the tilings, and what they are
+# now: the ops and the tuning cache still take them.
+FORMER_NAMES = {
+    "tiled_256x128x8": "tiled_256x128x8_t816",
+    "tiled_64x64x8": "tiled_64x64x8_t84",
+    "tiled_32x128x16": "tiled_32x128x16_t84",
+    "async_128x128x8_s4": "async_128x128x8_t816_s4",
+    "async_256x128x8_s3": "async_256x128x8_t816_s3",
+}
 # Unit roundoff of float32.
 U32 = 2.0**-24
 
@@ -190,3 +220,18 @@ def run_inplace(A, B, C, alpha, beta, variant="auto"):
     D = C.clone() if beta != 0.0 else torch.full_like(C, float("nan"))
     ops.sgemm_(D, A, B, alpha, beta, variant)
     return D
+
+
+ALIGNED_ONLY = "16-byte aligned operands only"
+
+
+def takes(A, B, C=None, variant="auto"):
+    """Whether the variant takes these operands. A tiling may refuse them only for the one
+    rule of its own (16-byte aligned operands), and the strict op must then raise with it."""
+    reason = torch_vecgemm.fallback_reason(A, B, C, variant=variant)
+    if reason is None:
+        return True
+    assert variant in TILINGS and ALIGNED_ONLY in reason, reason
+    with pytest.raises(RuntimeError, match=ALIGNED_ONLY):
+        ops.sgemm(A, B, C, 1.0, 1.0, variant)
+    return False
