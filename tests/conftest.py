@@ -1,5 +1,5 @@
 """Shared helpers: seeded random inputs, float64 references, error bounds, poisoning, the
-markers of GPU tests, the library's own lists of kernels.
+markers of GPU tests, the library's own lists of kernels and shapes derived from the device.
 
 Every random input comes from the `rng` fixture: torch.Generators seeded from the test's
 node id with a stable hash (crc32), so a case draws the same inputs in every process and on
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import zlib
 
 import pytest
@@ -62,6 +63,9 @@ FORMER_NAMES = {
     "async_128x128x8_s4": "async_128x128x8_t816_s4",
     "async_256x128x8_s3": "async_256x128x8_t816_s3",
 }
+# The one tiling built with the stream-K tail (README, "Kernel selection").
+STREAM_K_TILING = "tiled_128x128x8_t816"
+
 # Unit roundoff of float32.
 U32 = 2.0**-24
 
@@ -235,3 +239,43 @@ def takes(A, B, C=None, variant="auto"):
     with pytest.raises(RuntimeError, match=ALIGNED_ONLY):
         ops.sgemm(A, B, C, 1.0, 1.0, variant)
     return False
+
+
+# ---- shapes derived from the device ----------------------------------------------------------
+
+
+def block_tile(variant):
+    """(BM, BN, BK) of a tiling, from its name ({tiled|async}_{BM}x{BN}x{BK}...)."""
+    found = re.match(r"(?:tiled|async)_(\d+)x(\d+)x(\d+)", variant)
+    assert found, variant
+    return tuple(int(x) for x in found.groups())
+
+
+def tail_grid(slots, waves, tail_fraction):
+    """(tiles in M, tiles in N): a near-square grid of `waves` whole waves of `slots`
+    resident blocks and a partial last wave of about `tail_fraction` of one. On the H200
+    (264 slots of t816) waves 1, 2, 1, 3 and fractions 0.095, 0.18, 0.16, 0.88 give 17 x 17,
+    24 x 24, 17 x 18 and 32 x 32 tiles."""
+    assert slots > 1, slots
+    target = waves * slots + min(slots - 1, max(1, round(tail_fraction * slots)))
+    for tiles_m in range(math.isqrt(target), 0, -1):  # the squarest grid still in the partial wave
+        tiles_n = -(-target // tiles_m)
+        if tiles_m * tiles_n < (waves + 1) * slots:
+            return tiles_m, tiles_n
+    raise AssertionError("unreachable: tiles_m = 1 gives the target")
+
+
+def force_choice(A, B, config, splits=1, stream_k=False):
+    """Fix the auto variant's choice for A @ B through the tuning cache (key after copies)."""
+    torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), config, splits, stream_k=stream_k)
+
+
+@pytest.fixture
+def clean_tuning():
+    """An empty tuning cache, autotune off and dependent launch on, before and after."""
+    torch_vecgemm._C.clear_tuning_cache()
+    torch_vecgemm.autotune(False)
+    yield
+    torch_vecgemm.autotune(False)
+    torch_vecgemm._C.clear_tuning_cache()
+    torch_vecgemm._C._set_dependent_launch(True)

@@ -339,23 +339,6 @@ def test_t816_cr_exact_on_integers(m, n, k, hi):
     assert torch.equal(out.double(), A.double() @ B.double())
 
 
-@pytest.mark.parametrize("stream_k", [True, False])
-def test_stream_k_from_the_cache(stream_k):
-    # A cached choice decides the tail, either way, under the auto variant; asked for where
-    # the problem has no whole wave, the tiling runs without it.
-    config = "tiled_128x128x8_t816"
-    torch_vecgemm._C.clear_tuning_cache()
-    try:
-        for m, n, k, tail in [(3000, 3000, 520, stream_k), (2050, 2050, 251, stream_k), (1024, 1024, 200, False)]:
-            A, B, C = aligned_operand(m, k, "c"), aligned_operand(k, n, "r"), randn(m, n)
-            torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), config, 1, stream_k=stream_k)
-            selected = torch_vecgemm.selected_kernel(A, B)  # the name, then the copies made
-            assert selected.startswith(config) and ("stream-K tail" in selected) == tail, selected
-            assert_gemm_close(run_strict(A, B, C, 0.5, 2.0), A, B, C, 0.5, 2.0)
-    finally:
-        torch_vecgemm._C.clear_tuning_cache()
-
-
 @pytest.mark.parametrize("overlap", [True, False])
 def test_dependent_launch_chain(overlap):
     # The second passes (the stream-K fix-up, the split-K reduction) may start before the
@@ -453,27 +436,6 @@ def test_cuda_graph_capture_second_pass(plan):
             assert_gemm_close(out, A, B)
     finally:
         torch_vecgemm._C.clear_tuning_cache()
-
-
-def test_autotune_mode(tmp_path):
-    torch_vecgemm._C.clear_tuning_cache()
-    torch_vecgemm.autotune(True)
-    try:
-        A, B = randn(384, 200), randn(200, 320)
-        assert_gemm_close(run_strict(A, B), A, B)
-        B_odd = randn(200, 321)  # rows of the output not 16-byte aligned: a choice of its own
-        assert_gemm_close(run_strict(A, B_odd), A, B_odd)
-        cache = torch_vecgemm.tuning_cache()
-        assert any(k.startswith("b1_m384_n320_k200") and k.endswith("_d4") for k in cache), cache
-        assert any(k.startswith("b1_m384_n321_k200") and k.endswith("_d1") for k in cache), cache
-        assert_gemm_close(run_strict(A, B), A, B)  # cached choice
-        torch_vecgemm.save_tuning_cache(tmp_path / "t.json")
-    finally:
-        torch_vecgemm.autotune(False)
-        torch_vecgemm._C.clear_tuning_cache()
-    assert torch_vecgemm.load_tuning_cache(tmp_path / "t.json") >= 1
-    assert_gemm_close(run_strict(A, B), A, B)
-    torch_vecgemm._C.clear_tuning_cache()
 
 
 @pytest.mark.slow
