@@ -241,6 +241,19 @@ def takes(A, B, C=None, variant="auto"):
     return False
 
 
+# ---- what the planner knows of the device ------------------------------------------------------
+
+# GPUs the library has measured figures for (csrc/cuda/device_profile.cpp): there the cost
+# model prefers some storage orders (column-major A with row-major B on the H200) and
+# copies operands into them; every other GPU gets the neutral profile, in which every order
+# counts the same and no copy is made for the order alone.
+MEASURED_PROFILES = ("H200",)
+
+
+def measured_profile() -> bool:
+    return any(name in torch.cuda.get_device_name() for name in MEASURED_PROFILES)
+
+
 # ---- shapes derived from the device ----------------------------------------------------------
 
 
@@ -263,6 +276,25 @@ def tail_grid(slots, waves, tail_fraction):
         if tiles_m * tiles_n < (waves + 1) * slots:
             return tiles_m, tiles_n
     raise AssertionError("unreachable: tiles_m = 1 gives the target")
+
+
+def whole_waves_grid(slots, waves):
+    """(tiles in M, tiles in N) with exactly `waves` whole waves of `slots` blocks."""
+    tiles = waves * slots
+    tiles_m = max(d for d in range(1, math.isqrt(tiles) + 1) if tiles % d == 0)
+    return tiles_m, tiles // tiles_m
+
+
+def transposing_problems(rng, batch):
+    """(layout, A, B) for each pair of storage orders: K odd, so that auto copies both
+    operands (into the orders the planner rates fastest) and pads K; A misaligned (the copy
+    reads it with scalar loads); batches of 3, or B one matrix broadcast over them."""
+    m, n, k = 1024, 1040, 1023
+    nb = None if batch is None else 3
+    for layout in LAYOUTS:
+        A = make_operand(rng, m, k, layout[0], batch=nb, offset=1)
+        B = make_operand(rng, k, n, layout[1], batch=None if batch == "broadcast" else nb)
+        yield layout, A, (B.expand(3, k, n) if batch == "broadcast" else B)
 
 
 def force_choice(A, B, config, splits=1, stream_k=False):
