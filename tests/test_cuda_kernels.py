@@ -285,36 +285,6 @@ def test_batched(batch_b, layout):
     torch.testing.assert_close(torch_vecgemm.bmm(A, B), torch.bmm(A, B), rtol=1e-5, atol=1e-4)
 
 
-def test_split_k_shapes():
-    # Few output tiles and a long K: the selection splits K.
-    assert "split-k" in torch_vecgemm.selected_kernel(randn(32, 8192), randn(8192, 64))
-    for m, n, k in [(32, 64, 8192), (1, 1, 5000), (7, 333, 4099), (64, 64, 65536)]:
-        A, B = randn(m, k), randn(k, n)
-        C = randn(m, n)
-        assert_gemm_close(run_strict(A, B, C, 1.0, 1.0), A, B, C, 1.0, 1.0, tol=2e-5)
-
-
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize(
-    "m,n,k",
-    [
-        (2050, 2050, 251),   # 289 tiles on 264 slots: edge tiles, K not a multiple of BK, rows of D not 16-byte aligned
-        (3000, 3000, 520),   # 576 tiles: two whole waves, then each tail tile in pieces of ~12 K steps
-        (2176, 2304, 256),   # whole tiles only
-    ],
-)
-def test_stream_k_tail(layout, m, n, k):
-    # The last, partial wave of t816's blocks as the stream-K tail (sgemm_stream_k.cuh):
-    # pieces of tiles from every block, summed by the fix-up with alpha, beta and C.
-    variant = "tiled_128x128x8_t816"
-    A, B, C = aligned_operand(m, k, layout[0]), aligned_operand(k, n, layout[1]), randn(m, n)
-    assert "stream-K tail" in torch_vecgemm.selected_kernel(A, B, variant=variant)
-    assert_gemm_close(run_strict(A, B, C, 1.5, -0.5, variant), A, B, C, 1.5, -0.5)
-    assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
-    # Deterministic: the pieces are added in the same order every run.
-    assert torch.equal(run_strict(A, B, variant=variant), run_strict(A, B, variant=variant))
-
-
 @pytest.mark.parametrize(
     "m,n,k,hi",
     [
@@ -337,38 +307,6 @@ def test_t816_cr_exact_on_integers(m, n, k, hi):
         assert "stream-K tail" in torch_vecgemm.selected_kernel(A, B, variant=variant)
     out = run_strict(A, B, variant=variant)
     assert torch.equal(out.double(), A.double() @ B.double())
-
-
-@pytest.mark.parametrize("overlap", [True, False])
-def test_dependent_launch_chain(overlap):
-    # The second passes (the stream-K fix-up, the split-K reduction) may start before the
-    # kernel before them has ended (dependent_launch.cuh). Products fed straight into each
-    # other, and into a torch kernel, must still see every kernel of the one before complete:
-    # a copy of A, the whole waves, the tail and its fix-up; a split-K product and its
-    # reduction; a plain product.
-    torch_vecgemm._C.clear_tuning_cache()
-    torch_vecgemm._C._set_dependent_launch(overlap)
-    try:
-        A1, B1, B2, B3 = randn(3000, 520), randn(520, 3000), randn(3000, 48), randn(48, 40)
-        torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A1, B1), "tiled_128x128x8_t816", 1, stream_k=True)
-        plan1 = torch_vecgemm.selected_kernel(A1, B1)
-        assert "stream-K tail" in plan1 and "copy of A" in plan1, plan1
-        poison_allocator((3000, 3000))
-        D1 = ops.sgemm(A1, B1, None, 1.0, 0.0, "auto")
-        # D1 (3000 x 3000, rows 16-byte aligned) times a skinny B: split-K, right behind it.
-        torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(D1, B2), "tiled_64x128x8", 8)
-        assert "split-k 8" in torch_vecgemm.selected_kernel(D1, B2)
-        D2 = ops.sgemm(D1, B2, None, 1.0, 0.0, "auto")
-        D3 = ops.sgemm(D2, B3, None, 1.0, 0.0, "auto")
-        D4 = D3 * 2.0  # a plain torch launch behind the last product
-        torch.cuda.synchronize()
-        assert_gemm_close(D1, A1, B1)
-        assert_gemm_close(D2, D1, B2)
-        assert_gemm_close(D3, D2, B3)
-        assert torch.equal(D4, D3 * 2.0)
-    finally:
-        torch_vecgemm._C._set_dependent_launch(True)
-        torch_vecgemm._C.clear_tuning_cache()
 
 
 # ---- randomized sweep ------------------------------------------------------------------------
@@ -410,32 +348,6 @@ def test_cuda_graph_capture():
     graph.replay()
     torch.cuda.synchronize()
     assert_gemm_close(out, A, B)
-
-
-@pytest.mark.parametrize("plan", ["split-k", "stream-K tail"])
-def test_cuda_graph_capture_second_pass(plan):
-    # The second passes are launched dependent (dependent_launch.cuh); captured in a graph,
-    # that becomes a programmatic edge, and replays must still see the first pass complete.
-    torch_vecgemm._C.clear_tuning_cache()
-    try:
-        if plan == "split-k":
-            A, B = randn(32, 8192), randn(8192, 64)
-        else:
-            A, B = randn(3000, 520), randn(520, 3000)
-            torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), "tiled_128x128x8_t816", 1, stream_k=True)
-        assert plan in torch_vecgemm.selected_kernel(A, B)
-        out = torch_vecgemm.mm(A, B)  # warm-up outside the graph
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            out = torch_vecgemm.mm(A, B)
-        for _ in range(2):
-            A.copy_(randn(*A.shape))
-            out.fill_(float("nan"))
-            graph.replay()
-            torch.cuda.synchronize()
-            assert_gemm_close(out, A, B)
-    finally:
-        torch_vecgemm._C.clear_tuning_cache()
 
 
 @pytest.mark.slow
