@@ -373,7 +373,7 @@ def test_torch_compile_fullgraph(device, rng):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-4)
 
 
-# ---- the variants' names, and the build ----------------------------------------------------------
+# ---- the variants' names ----------------------------------------------------------------
 
 # {tiled|async}_{BM}x{BN}x{BK}, _t{TM}{TN} unless the thread tile is 8x8, b where the register
 # banks are steered, _s{stages} for the cp.async family.
@@ -411,10 +411,3 @@ def test_former_variant_names(former, current, rng):
     ops.sgemm_(D, A, B, 1.0, 1.0, former)
     ops.sgemm_(E, A, B, 1.0, 1.0, current)
     assert torch.equal(D, E)
-
-
-@pytest.mark.skipif(not hasattr(torch_vecgemm, "build_info"), reason="this torch_vecgemm has no build_info()")
-def test_build_info():
-    info = torch_vecgemm.build_info()
-    assert isinstance(info, dict) and info, info
-    assert all(isinstance(key, str) for key in info), info
