@@ -4,6 +4,8 @@ last wave are computed from the device's resident blocks (torch_vecgemm._C.resid
 Skipped, with the reason shown, where there is no GPU."""
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -111,10 +113,13 @@ def test_dependent_launch_chain(overlap, rng, clean_tuning):
     assert plan1.stream_k and plan1.copy_a is not None and plan1.copy_b is not None, plan1
     poison_allocator((m, n))
     D1 = ops.sgemm(A1, B1, None, 1.0, 0.0, "auto")
-    # D1 (rows 16-byte aligned) times a skinny B: split-K, right behind it.
+    # D1 (rows 16-byte aligned) times a skinny B: split-K, right behind it. Eight slices of
+    # whole K tiles, as many as are not empty (8 on the H200, K = 3000).
     force_choice(D1, B2, "tiled_64x128x8", 8)
+    bk = block_tile("tiled_64x128x8")[2]
+    slice_k = math.ceil(math.ceil(n / 8) / bk) * bk
     plan2 = torch_vecgemm.plan(D1, B2)
-    assert plan2.kernel == "tiled_64x128x8" and plan2.split_k > 1, plan2
+    assert (plan2.kernel, plan2.split_k) == ("tiled_64x128x8", math.ceil(n / slice_k)), plan2
     D2 = ops.sgemm(D1, B2, None, 1.0, 0.0, "auto")
     D3 = ops.sgemm(D2, B3, None, 1.0, 0.0, "auto")
     D4 = D3 * 2.0  # a plain torch launch behind the last product
