@@ -1,12 +1,24 @@
-"""Shared helpers: float64 references, error bounds, poisoning, device parametrization."""
+"""Shared helpers: seeded random inputs, float64 references, error bounds, poisoning, the
+markers of GPU tests, the library's own lists of kernels and shapes derived from the device.
+
+Every random input comes from the `rng` fixture: torch.Generators seeded from the test's
+node id with a stable hash (crc32), so a case draws the same inputs in every process and on
+every machine. A failing case prints its seed; `VECGEMM_TEST_SEED=<seed> pytest <node id>`
+replays it (the variable overrides every case's seed).
+"""
 from __future__ import annotations
 
 import math
+import os
+import re
+import zlib
 
 import pytest
 import torch
 
 import torch_vecgemm
+
+ops = torch.ops.vecgemm
 
 HAS_CUDA = torch.cuda.is_available()
 NO_CUDA_REASON = (
@@ -18,16 +30,141 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA_REASON)
 requires_kernels = pytest.mark.skipif(
     not torch_vecgemm._C.cuda_kernels_built(), reason="torch_vecgemm was built without CUDA kernels"
 )
+# The marks of a GPU test: `pytestmark = GPU` for a module of them, `@gpu` for one test;
+# `-m "not gpu"` deselects them.
+GPU = [pytest.mark.gpu, requires_cuda, requires_kernels]
+
+
+def gpu(test):
+    for mark in GPU:
+        test = mark(test)
+    return test
+
+
+# The pure planning API, torch_vecgemm.plan(); tests of it that run without a GPU skip on a
+# library that does not have it yet.
+requires_plan = pytest.mark.skipif(
+    not hasattr(torch_vecgemm, "plan"), reason="this torch_vecgemm has no plan() (the planning API)"
+)
 
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
+LAYOUTS = ["rr", "rc", "cr", "cc"]
+
+# The library's own list of kernels, read at collection: a new tiling (or a new family of
+# them) is tested without editing the tests. A CPU-only build lists "auto" alone.
+VARIANTS = torch_vecgemm.variants()
+TILINGS = [v for v in VARIANTS if v not in ("auto", "vectorized", "gemv")]
+# Names of the releases before the names were derived from the tilings, and what they are
+# now: the ops and the tuning cache still take them.
+FORMER_NAMES = {
+    "tiled_256x128x8": "tiled_256x128x8_t816",
+    "tiled_64x64x8": "tiled_64x64x8_t84",
+    "tiled_32x128x16": "tiled_32x128x16_t84",
+    "async_128x128x8_s4": "async_128x128x8_t816_s4",
+    "async_256x128x8_s3": "async_256x128x8_t816_s3",
+}
+# The one tiling built with the stream-K tail (README, "Kernel selection").
+STREAM_K_TILING = "tiled_128x128x8_t816"
 
 # Unit roundoff of float32.
 U32 = 2.0**-24
 
 
-def randn(*shape, device="cuda", dtype=torch.float32, generator=None):
-    """Fresh random data, never zeros: N(0, 1) shifted away from exact zero."""
-    return torch.randn(*shape, device=device, dtype=dtype, generator=generator)
+# ---- seeds ---------------------------------------------------------------------------------
+
+SEED_ENV = "VECGEMM_TEST_SEED"
+_SEED = pytest.StashKey[int]()
+
+
+def node_seed(nodeid: str) -> int:
+    """The seed of a test case: crc32 of its node id (hash() of a str differs per process)."""
+    return zlib.crc32(nodeid.encode())
+
+
+class Rng:
+    """A test case's source of random inputs: one torch.Generator per device, each seeded
+    with the case's seed (CUDA inputs are drawn on the GPU, by its own generator)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self._generators: dict[torch.device, torch.Generator] = {}
+
+    def generator(self, device="cuda") -> torch.Generator:
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device not in self._generators:
+            self._generators[device] = torch.Generator(device).manual_seed(self.seed)
+        return self._generators[device]
+
+    def randint(self, low, high, shape, device="cuda"):
+        return torch.randint(low, high, shape, device=device, generator=self.generator(device))
+
+    def uniform(self, *shape, low=-1.0, high=1.0, device="cuda"):
+        return torch.empty(*shape, device=device).uniform_(low, high, generator=self.generator(device))
+
+
+@pytest.fixture
+def seed(request) -> int:
+    """This case's seed: VECGEMM_TEST_SEED if set, else crc32 of the node id."""
+    override = os.environ.get(SEED_ENV)
+    value = int(override, 0) if override else node_seed(request.node.nodeid)
+    request.node.stash[_SEED] = value
+    request.node.user_properties.append(("seed", value))
+    return value
+
+
+@pytest.fixture
+def rng(seed) -> Rng:
+    return Rng(seed)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.failed and _SEED in item.stash:
+        seed = item.stash[_SEED]
+        report.sections.append(("seed", f"inputs drawn with seed {seed}; replay: {SEED_ENV}={seed} pytest '{item.nodeid}'"))
+    return report
+
+
+def pytest_report_header(config):
+    if os.environ.get(SEED_ENV):
+        return f"{SEED_ENV}={os.environ[SEED_ENV]}: every case draws its inputs with this seed"
+    return None
+
+
+# ---- inputs --------------------------------------------------------------------------------
+
+
+def randn(rng: Rng, *shape, device="cuda", dtype=torch.float32):
+    """Fresh N(0, 1) data from the case's generator; never zeros (0 has probability 0)."""
+    return torch.randn(*shape, device=device, dtype=dtype, generator=rng.generator(device))
+
+
+def make_operand(rng: Rng, rows, cols, layout, *, batch=None, device="cuda", offset=0, ld_pad=0):
+    """A (batch?, rows, cols) float32 operand stored row- ("r") or column-major ("c"), as a
+    view with storage offset `offset` elements and leading dimension padded by `ld_pad`."""
+    lead = () if batch is None else (batch,)
+    if layout == "r":
+        ld = cols + ld_pad
+        base = randn(rng, *lead, rows * ld + offset, device=device)
+        t = base[..., offset:].reshape(*lead, rows, ld)[..., :cols]
+    else:
+        ld = rows + ld_pad
+        base = randn(rng, *lead, cols * ld + offset, device=device)
+        t = base[..., offset:].reshape(*lead, cols, ld)[..., :rows].transpose(-1, -2)
+    assert t.shape == (*lead, rows, cols)
+    return t
+
+
+def aligned_operand(rng: Rng, rows, cols, layout, batch=None):
+    """make_operand with the leading dimension padded to a multiple of 4 floats: every
+    variant, the ones built for 16-byte aligned operands included, takes it at any shape."""
+    return make_operand(rng, rows, cols, layout, batch=batch, ld_pad=-(cols if layout == "r" else rows) % 4)
+
+
+# ---- references and checks -----------------------------------------------------------------
 
 
 def reference(A, B, C=None, alpha=1.0, beta=0.0):
@@ -67,23 +204,110 @@ def assert_gemm_close(out, A, B, C=None, alpha=1.0, beta=0.0, *, tol=1e-5):
 
 
 def poison_allocator(shape, device="cuda"):
-    """Fill the caching allocator's next block of this size with NaN, so an output the
-    kernel fails to write shows as NaN instead of stale correct data."""
+    """Fill the caching allocator's next block of this size with NaN, so an output (or a
+    copy, or a workspace) the kernels fail to write shows as NaN instead of stale data."""
     t = torch.full(shape, float("nan"), device=device)
     del t
 
 
-def make_operand(rows, cols, layout, *, batch=None, device="cuda", offset=0, ld_pad=0):
-    """A (batch?, rows, cols) float32 operand stored row- ("r") or column-major ("c"), as a
-    view with storage offset `offset` elements and leading dimension padded by `ld_pad`."""
-    lead = () if batch is None else (batch,)
-    if layout == "r":
-        ld = cols + ld_pad
-        base = randn(*lead, rows * ld + offset, device=device)
-        t = base[..., offset:].reshape(*lead, rows, ld)[..., :cols]
-    else:
-        ld = rows + ld_pad
-        base = randn(*lead, cols * ld + offset, device=device)
-        t = base[..., offset:].reshape(*lead, cols, ld)[..., :rows].transpose(-1, -2)
-    assert t.shape == (*lead, rows, cols)
-    return t
+# ---- running the kernels -------------------------------------------------------------------
+
+
+def run_strict(A, B, C=None, alpha=1.0, beta=0.0, variant="auto"):
+    """The strict op, so a fallback can never hide a kernel fault; output poisoned."""
+    assert torch_vecgemm.fallback_reason(A, B, C, variant=variant) is None
+    poison_allocator((*A.shape[:-1], B.shape[-1]))
+    return ops.sgemm(A, B, C, alpha, beta, variant)
+
+
+def run_inplace(A, B, C, alpha, beta, variant="auto"):
+    D = C.clone() if beta != 0.0 else torch.full_like(C, float("nan"))
+    ops.sgemm_(D, A, B, alpha, beta, variant)
+    return D
+
+
+ALIGNED_ONLY = "16-byte aligned operands only"
+
+
+def takes(A, B, C=None, variant="auto"):
+    """Whether the variant takes these operands. A tiling may refuse them only for the one
+    rule of its own (16-byte aligned operands), and the strict op must then raise with it."""
+    reason = torch_vecgemm.fallback_reason(A, B, C, variant=variant)
+    if reason is None:
+        return True
+    assert variant in TILINGS and ALIGNED_ONLY in reason, reason
+    with pytest.raises(RuntimeError, match=ALIGNED_ONLY):
+        ops.sgemm(A, B, C, 1.0, 1.0, variant)
+    return False
+
+
+# ---- what the planner knows of the device ------------------------------------------------------
+
+# GPUs the library has measured figures for (csrc/cuda/device_profile.cpp): there the cost
+# model prefers some storage orders (column-major A with row-major B on the H200) and
+# copies operands into them; every other GPU gets the neutral profile, in which every order
+# counts the same and no copy is made for the order alone.
+MEASURED_PROFILES = ("H200",)
+
+
+def measured_profile() -> bool:
+    return any(name in torch.cuda.get_device_name() for name in MEASURED_PROFILES)
+
+
+# ---- shapes derived from the device ----------------------------------------------------------
+
+
+def block_tile(variant):
+    """(BM, BN, BK) of a tiling, from its name ({tiled|async}_{BM}x{BN}x{BK}...)."""
+    found = re.match(r"(?:tiled|async)_(\d+)x(\d+)x(\d+)", variant)
+    assert found, variant
+    return tuple(int(x) for x in found.groups())
+
+
+def tail_grid(slots, waves, tail_fraction):
+    """(tiles in M, tiles in N): a near-square grid of `waves` whole waves of `slots`
+    resident blocks and a partial last wave of about `tail_fraction` of one. On the H200
+    (264 slots of t816) waves 1, 2, 1, 3 and fractions 0.095, 0.18, 0.16, 0.88 give 17 x 17,
+    24 x 24, 17 x 18 and 32 x 32 tiles."""
+    assert slots > 1, slots
+    target = waves * slots + min(slots - 1, max(1, round(tail_fraction * slots)))
+    for tiles_m in range(math.isqrt(target), 0, -1):  # the squarest grid still in the partial wave
+        tiles_n = -(-target // tiles_m)
+        if tiles_m * tiles_n < (waves + 1) * slots:
+            return tiles_m, tiles_n
+    raise AssertionError("unreachable: tiles_m = 1 gives the target")
+
+
+def whole_waves_grid(slots, waves):
+    """(tiles in M, tiles in N) with exactly `waves` whole waves of `slots` blocks."""
+    tiles = waves * slots
+    tiles_m = max(d for d in range(1, math.isqrt(tiles) + 1) if tiles % d == 0)
+    return tiles_m, tiles // tiles_m
+
+
+def transposing_problems(rng, batch):
+    """(layout, A, B) for each pair of storage orders: K odd, so that auto copies both
+    operands (into the orders the planner rates fastest) and pads K; A misaligned (the copy
+    reads it with scalar loads); batches of 3, or B one matrix broadcast over them."""
+    m, n, k = 1024, 1040, 1023
+    nb = None if batch is None else 3
+    for layout in LAYOUTS:
+        A = make_operand(rng, m, k, layout[0], batch=nb, offset=1)
+        B = make_operand(rng, k, n, layout[1], batch=None if batch == "broadcast" else nb)
+        yield layout, A, (B.expand(3, k, n) if batch == "broadcast" else B)
+
+
+def force_choice(A, B, config, splits=1, stream_k=False):
+    """Fix the auto variant's choice for A @ B through the tuning cache (key after copies)."""
+    torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), config, splits, stream_k=stream_k)
+
+
+@pytest.fixture
+def clean_tuning():
+    """An empty tuning cache, autotune off and dependent launch on, before and after."""
+    torch_vecgemm._C.clear_tuning_cache()
+    torch_vecgemm.autotune(False)
+    yield
+    torch_vecgemm.autotune(False)
+    torch_vecgemm._C.clear_tuning_cache()
+    torch_vecgemm._C._set_dependent_launch(True)

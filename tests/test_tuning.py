@@ -1,0 +1,151 @@
+"""Autotune mode and the tuning cache: what it holds, how a cached choice decides the
+kernel, split and stream-K tail, and saving and loading it (former variant names
+included)."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import torch_vecgemm
+from conftest import (
+    FORMER_NAMES,
+    STREAM_K_TILING,
+    TILINGS,
+    aligned_operand,
+    assert_gemm_close,
+    block_tile,
+    force_choice,
+    gpu,
+    randn,
+    requires_kernels,
+    run_strict,
+    tail_grid,
+)
+
+
+def test_tuning_cache_roundtrip(tmp_path, clean_tuning):
+    path = tmp_path / "tuning.json"
+    path.write_text(json.dumps({"format": 99, "entries": {}}))
+    with pytest.raises(ValueError, match="not a torch_vecgemm tuning cache"):
+        torch_vecgemm.load_tuning_cache(path)
+    if not torch_vecgemm._C.cuda_kernels_built():
+        torch_vecgemm.save_tuning_cache(path)
+        assert json.loads(path.read_text())["entries"] == {}
+        assert torch_vecgemm.load_tuning_cache(path) == 0
+        return
+    config = TILINGS[0]
+    torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4", config, 2)
+    torch_vecgemm._C.add_tuning_entry("b1_m9_n8_k8_rr_v4", config, 1, stream_k=True)
+    torch_vecgemm.save_tuning_cache(path)
+    torch_vecgemm._C.clear_tuning_cache()
+    assert torch_vecgemm.tuning_cache() == {}
+    assert torch_vecgemm.load_tuning_cache(path) == 2
+    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4": (config, 2, False), "b1_m9_n8_k8_rr_v4": (config, 1, True)}
+    torch_vecgemm._C.clear_tuning_cache()
+    # A cache saved before the stream-K tail existed (format 1) loads with the tail off.
+    path.write_text(json.dumps({"format": 1, "entries": {"b1_m8_n8_k8_rr_v4": {"config": config, "splits": 3}}}))
+    assert torch_vecgemm.load_tuning_cache(path) == 1
+    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4": (config, 3, False)}
+    torch_vecgemm._C.clear_tuning_cache()
+    with pytest.raises(RuntimeError, match="unknown .*'no_such_config'"):
+        torch_vecgemm._C.add_tuning_entry("k", "no_such_config", 1)
+
+
+@requires_kernels
+def test_tuning_cache_takes_former_names(tmp_path, clean_tuning):
+    # A cache saved by a release with the former names loads; it holds the current ones.
+    path = tmp_path / "former.json"
+    entries = {
+        f"b1_m{i + 8}_n8_k8_rr_v4": {"config": former, "splits": 1, "stream_k": False}
+        for i, former in enumerate(sorted(FORMER_NAMES))
+    }
+    path.write_text(json.dumps({"format": 2, "entries": entries}))
+    assert torch_vecgemm.load_tuning_cache(path) == len(FORMER_NAMES)
+    assert torch_vecgemm.tuning_cache() == {key: (FORMER_NAMES[e["config"]], 1, False) for key, e in entries.items()}
+    torch_vecgemm._C.add_tuning_entry("b1_m99_n8_k8_rr_v4", "tiled_64x64x8", 2)
+    assert torch_vecgemm.tuning_cache()["b1_m99_n8_k8_rr_v4"] == ("tiled_64x64x8_t84", 2, False)
+
+
+@gpu
+def test_autotune_mode(tmp_path, rng, clean_tuning):
+    torch_vecgemm.autotune(True)
+    A, B = randn(rng, 384, 200), randn(rng, 200, 320)
+    assert_gemm_close(run_strict(A, B), A, B)
+    B_odd = randn(rng, 200, 321)  # rows of the output not 16-byte aligned: a choice of its own
+    assert_gemm_close(run_strict(A, B_odd), A, B_odd)
+    cache = torch_vecgemm.tuning_cache()
+    assert any(k.startswith("b1_m384_n320_k200") and k.endswith("_d4") for k in cache), cache
+    assert any(k.startswith("b1_m384_n321_k200") and k.endswith("_d1") for k in cache), cache
+    # The plan is the tuned choice now.
+    kernel, splits, tail = cache[torch_vecgemm._C.tuning_key(A, B)]
+    plan = torch_vecgemm.plan(A, B)
+    assert (plan.kernel, plan.split_k, plan.stream_k) == (kernel, splits, tail), plan
+    assert_gemm_close(run_strict(A, B), A, B)  # cached choice
+    torch_vecgemm.save_tuning_cache(tmp_path / "t.json")
+    torch_vecgemm.autotune(False)
+    torch_vecgemm._C.clear_tuning_cache()
+    assert torch_vecgemm.load_tuning_cache(tmp_path / "t.json") >= 1
+    assert torch_vecgemm.tuning_cache() == cache
+    assert_gemm_close(run_strict(A, B), A, B)
+
+
+@gpu
+def test_planning_tunes_nothing(rng, clean_tuning):
+    # In autotune mode the plan of a new shape is the model's, and planning times nothing:
+    # the first run tunes it.
+    torch_vecgemm.autotune(True)
+    A, B = randn(rng, 384, 200), randn(rng, 200, 328)
+    torch_vecgemm.plan(A, B)
+    torch_vecgemm.selected_kernel(A, B)
+    assert torch_vecgemm.tuning_cache() == {}
+    assert_gemm_close(run_strict(A, B), A, B)
+    assert list(torch_vecgemm.tuning_cache()) == [torch_vecgemm._C.tuning_key(A, B)]
+
+
+@gpu
+@pytest.mark.parametrize("stream_k", [True, False])
+def test_stream_k_from_the_cache(stream_k, rng, clean_tuning):
+    # A cached choice decides the tail, either way, under the auto variant; asked for where
+    # the problem has no whole wave, the tiling runs without it. The shapes come from the
+    # device's resident blocks: two whole waves and a partial one (on the H200: 3000^2 x 520,
+    # its K padded by a copy), one whole wave and a partial one (2050^2 x 251), less than
+    # one wave (1024^2 x 200).
+    config = STREAM_K_TILING
+    bm, bn, _ = block_tile(config)
+    slots = torch_vecgemm._C.resident_blocks(config)
+    (tm2, tn2), (tm1, tn1) = tail_grid(slots, 2, 0.18), tail_grid(slots, 1, 0.095)
+    few = max(1, math.isqrt(slots // 4))
+    cases = [
+        (bm * tm2 - 72, bn * tn2 - 72, 520, stream_k),
+        (bm * tm1 - 126, bn * tn1 - 126, 251, stream_k),
+        (bm * few, bn * few, 200, False),
+    ]
+    for m, n, k, tail in cases:
+        A, B, C = aligned_operand(rng, m, k, "c"), aligned_operand(rng, k, n, "r"), randn(rng, m, n)
+        force_choice(A, B, config, 1, stream_k=stream_k)
+        plan = torch_vecgemm.plan(A, B)
+        assert (plan.kernel, plan.split_k, plan.stream_k) == (config, 1, tail), plan
+        assert_gemm_close(run_strict(A, B, C, 0.5, 2.0), A, B, C, 0.5, 2.0)
+
+
+@gpu
+def test_no_tuning_during_graph_capture(rng, clean_tuning):
+    # Nothing is timed while a CUDA graph is captured: the capture runs the model's choice,
+    # and the shape is tuned by its first run outside.
+    A, B = randn(rng, 384, 200), randn(rng, 200, 344)
+    out = torch_vecgemm.mm(A, B)  # warm-up outside the graph (autotune off: nothing tuned)
+    torch_vecgemm.autotune(True)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = torch_vecgemm.mm(A, B)
+    assert torch_vecgemm.tuning_cache() == {}
+    A.copy_(randn(rng, *A.shape))
+    out.fill_(float("nan"))
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_gemm_close(out, A, B)
+    assert_gemm_close(run_strict(A, B), A, B)
+    assert list(torch_vecgemm.tuning_cache()) == [torch_vecgemm._C.tuning_key(A, B)]
