@@ -41,12 +41,6 @@ def gpu(test):
     return test
 
 
-# The pure planning API, torch_vecgemm.plan(); tests of it that run without a GPU skip on a
-# library that does not have it yet.
-requires_plan = pytest.mark.skipif(
-    not hasattr(torch_vecgemm, "plan"), reason="this torch_vecgemm has no plan() (the planning API)"
-)
-
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 LAYOUTS = ["rr", "rc", "cr", "cc"]
 

@@ -22,7 +22,6 @@ from conftest import (
     ops,
     randn,
     requires_kernels,
-    requires_plan,
     run_strict,
 )
 
@@ -153,7 +152,6 @@ def test_cpu_fallback_reason(rng):
     assert torch_vecgemm.fallback_reason(A, B) == "not on a CUDA device (cpu)"
 
 
-@requires_plan
 @pytest.mark.parametrize(
     "make,reason",
     [

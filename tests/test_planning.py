@@ -343,3 +343,12 @@ def test_planning_allocates_and_launches_nothing(rng, clean_tuning):
     # The checks see what there is to see: running a product allocates and launches.
     assert cuda_kernels_launched(lambda: ops.sgemm(*problems[1]))
     assert torch.cuda.memory_stats()["allocation.all.allocated"] > allocations
+
+
+@pytest.mark.parametrize("m,n,k", [(5, 3, 0), (0, 3, 4), (5, 0, 4), (0, 0, 0)])
+def test_empty_products_plan_no_kernel(m, n, k, rng):
+    A, B = randn(rng, m, k), randn(rng, k, n)
+    plan = torch_vecgemm.plan(A, B)
+    assert (plan.family, plan.kernel, str(plan)) == ("empty", None, "empty product"), plan
+    C = randn(rng, m, n)
+    torch.testing.assert_close(ops.sgemm(A, B, C, 2.0, 0.5), 0.5 * C if k == 0 else C)  # C is empty otherwise

@@ -37,21 +37,21 @@ def test_tuning_cache_roundtrip(tmp_path, clean_tuning):
         assert torch_vecgemm.load_tuning_cache(path) == 0
         return
     config = TILINGS[0]
-    torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4", config, 2)
-    torch_vecgemm._C.add_tuning_entry("b1_m9_n8_k8_rr_v4", config, 1, stream_k=True)
+    torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4_d4", config, 2)
+    torch_vecgemm._C.add_tuning_entry("b1_m9_n8_k8_rr_v4_d4", config, 1, stream_k=True)
     torch_vecgemm.save_tuning_cache(path)
     torch_vecgemm._C.clear_tuning_cache()
     assert torch_vecgemm.tuning_cache() == {}
     assert torch_vecgemm.load_tuning_cache(path) == 2
-    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4": (config, 2, False), "b1_m9_n8_k8_rr_v4": (config, 1, True)}
+    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4_d4": (config, 2, False), "b1_m9_n8_k8_rr_v4_d4": (config, 1, True)}
     torch_vecgemm._C.clear_tuning_cache()
     # A cache saved before the stream-K tail existed (format 1) loads with the tail off.
-    path.write_text(json.dumps({"format": 1, "entries": {"b1_m8_n8_k8_rr_v4": {"config": config, "splits": 3}}}))
+    path.write_text(json.dumps({"format": 1, "entries": {"b1_m8_n8_k8_rr_v4_d4": {"config": config, "splits": 3}}}))
     assert torch_vecgemm.load_tuning_cache(path) == 1
-    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4": (config, 3, False)}
+    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4_d4": (config, 3, False)}
     torch_vecgemm._C.clear_tuning_cache()
     with pytest.raises(RuntimeError, match="unknown .*'no_such_config'"):
-        torch_vecgemm._C.add_tuning_entry("k", "no_such_config", 1)
+        torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4_d4", "no_such_config", 1)
 
 
 @requires_kernels
@@ -59,14 +59,14 @@ def test_tuning_cache_takes_former_names(tmp_path, clean_tuning):
     # A cache saved by a release with the former names loads; it holds the current ones.
     path = tmp_path / "former.json"
     entries = {
-        f"b1_m{i + 8}_n8_k8_rr_v4": {"config": former, "splits": 1, "stream_k": False}
+        f"b1_m{i + 8}_n8_k8_rr_v4_d4": {"config": former, "splits": 1, "stream_k": False}
         for i, former in enumerate(sorted(FORMER_NAMES))
     }
     path.write_text(json.dumps({"format": 2, "entries": entries}))
     assert torch_vecgemm.load_tuning_cache(path) == len(FORMER_NAMES)
     assert torch_vecgemm.tuning_cache() == {key: (FORMER_NAMES[e["config"]], 1, False) for key, e in entries.items()}
-    torch_vecgemm._C.add_tuning_entry("b1_m99_n8_k8_rr_v4", "tiled_64x64x8", 2)
-    assert torch_vecgemm.tuning_cache()["b1_m99_n8_k8_rr_v4"] == ("tiled_64x64x8_t84", 2, False)
+    torch_vecgemm._C.add_tuning_entry("b1_m99_n8_k8_rr_v4_d4", "tiled_64x64x8", 2)
+    assert torch_vecgemm.tuning_cache()["b1_m99_n8_k8_rr_v4_d4"] == ("tiled_64x64x8_t84", 2, False)
 
 
 @gpu
