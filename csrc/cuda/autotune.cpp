@@ -109,8 +109,10 @@ void add_tuning_entry(const std::string& key, const std::string& config, int spl
   TORCH_CHECK(row.has_value(), "vecgemm: unknown kernel config '", config, "'");
   TORCH_CHECK(tiled_kernel(*row, problem->la, problem->lb, problem->vec4).launch != nullptr, "vecgemm: ", config,
               " has no kernel for ", key, " (", problem->vec4 ? "16-byte aligned" : "unaligned", " operands)");
-  TORCH_CHECK(splits >= 1 && splits <= kMaxSplits, "vecgemm: split count must be between 1 and ", kMaxSplits,
-              ", got ", splits);
+  // Numbers go into the message as text: streaming an int from this library crashed on the
+  // H200 machine (an ostream instantiation in the extension met another libstdc++ at run time).
+  TORCH_CHECK(splits >= 1 && splits <= kMaxSplits, "vecgemm: split count must be between 1 and ",
+              std::to_string(kMaxSplits), ", got ", std::to_string(splits));
   std::lock_guard<std::mutex> lock(g_mutex);
   g_tuned[key] = TilingChoice{*row, splits, stream_k};
 }
