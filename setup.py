@@ -230,10 +230,12 @@ def _architectures():
 
 
 def _git_commit():
-    """The commit of the source tree if it is a git checkout; for a copy without .git, the
-    one VECGEMM_SOURCE_COMMIT names; else None."""
+    """The commit VECGEMM_SOURCE_COMMIT names (a copy of the tree on another machine may carry
+    no .git, or a stale one), else the checkout's, else None."""
+    if os.environ.get("VECGEMM_SOURCE_COMMIT"):
+        return os.environ["VECGEMM_SOURCE_COMMIT"]
     out = _run("git", "-C", HERE, "rev-parse", "HEAD") if os.path.exists(os.path.join(HERE, ".git")) else None
-    return out.strip() if out else os.environ.get("VECGEMM_SOURCE_COMMIT") or None
+    return out.strip() if out else None
 
 
 def _write_build_info(ext_path, sass):

@@ -75,14 +75,17 @@ def _git(*args):
 
 
 def git_commit():
-    """The checkout's commit; for a copy of the tree without .git (a remote GPU machine's),
-    the one VECGEMM_SOURCE_COMMIT names."""
-    return (_git("rev-parse", "--short", "HEAD") or "").strip() or os.environ.get("VECGEMM_SOURCE_COMMIT") or None
+    """The checkout's commit, or the one VECGEMM_SOURCE_COMMIT names: a copy of the tree on
+    another machine (a remote GPU's) may carry no .git, or a stale one."""
+    return os.environ.get("VECGEMM_SOURCE_COMMIT") or (_git("rev-parse", "--short", "HEAD") or "").strip() or None
 
 
 def uncommitted_changes():
     """Tracked files changed since the commit, outside what a run writes (OUTPUTS); None
-    outside a git checkout."""
+    outside a git checkout, and for a copy named by VECGEMM_SOURCE_COMMIT (whose .git, if
+    any, is not the one it came from)."""
+    if os.environ.get("VECGEMM_SOURCE_COMMIT"):
+        return None
     out = _git("status", "--porcelain", "--untracked-files=no", "--", ".", *(f":(exclude){p}" for p in OUTPUTS))
     return None if out is None else [line[3:] for line in out.splitlines() if line.strip()]
 

@@ -84,16 +84,22 @@ def geomean(xs):
 
 
 def sass_rewrite(build):
-    """What the build did to the SASS main loops, in words, from build_info()["sass_rewrite"]:
-    True / False, a list of the loops rewritten, a mapping of loop to what was done, or a
-    sentence (setup.py's `sass rewrite:` lines)."""
+    """What the build did to the SASS main loops, in words, from build_info()["sass_rewrite"]
+    (the record tools/sass_rewrite writes: its loops, each rewritten or left alone and why),
+    or from the sentence an older record carries."""
     if not build or "sass_rewrite" not in build:
         return "SASS rewrite not recorded (the library has no build_info())"
     done = build["sass_rewrite"]
-    if isinstance(done, dict):
-        done = "; ".join(f"{k}: {v}" for k, v in done.items()) or False
-    elif isinstance(done, (list, tuple)):
-        done = "rewritten below ptxas: " + ", ".join(map(str, done)) if done else False
+    if isinstance(done, dict) and "loops" in done:
+        loops = done.get("loops") or []
+        rewritten = [loop for loop in loops if str(loop.get("state", "")).startswith("rewritten")]
+        validated = done.get("validated_for") or {}
+        where = ", ".join(str(v) for v in validated.values())
+        if not done.get("enabled", True) or not loops:
+            return f"SASS main loops as ptxas wrote them ({done.get('reason') or 'rewrite off'})"
+        left = sorted({str(loop.get("reason")) for loop in loops if loop not in rewritten})
+        return (f"SASS main loops: {len(rewritten)} of {len(loops)} validated loops rewritten"
+                + (f" ({where})" if where else "") + (f", the rest left alone: {'; '.join(left)}" if left else ""))
     if done is True:
         return "SASS main loops rewritten below ptxas"
     if not done:
