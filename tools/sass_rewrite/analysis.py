@@ -22,28 +22,27 @@ def category(op):
 
 
 def demangle_short(name):
-    """A kernel's mangled name as a short label (tiling, storage orders, vector width)."""
-    # TileShape<BM, BN, BK, WM, WN, TM, TN, MINB, PREFETCH, STEER, PIN, ORDER, STORE_STEP>; -1 mangles as n1.
-    shape = r"TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELb(\d)ELb(\d)ELi(\d+)ELi(\d+)ELi(n?\d+)EE"
+    """A kernel's mangled name as a short label (tiling, policy, storage orders, vector width)."""
+    # KernelShape<TileShape<BM, BN, BK, WM, WN, TM, TN>, MainloopPolicy<MINB, PREFETCH, STEER, PIN>>
+    shape = (r"KernelShapeINS_9TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)EEENS_14"
+             r"MainloopPolicyILi(\d+)ELb(\d)ELb(\d)ELi(\d+)EEEE")
 
-    def tiling(bm, bn, bk, wm, wn, tm, tn, minb, pf, steer, pin, order, store):
+    def tiling(bm, bn, bk, wm, wn, tm, tn, minb, pf, steer, pin):
         return (f"{bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb}{' prefetch' if pf == '1' else ''}"
-                f"{' steer' if steer == '1' else ''}{f' pin{pin}' if pin != '0' else ''}"
-                f"{f' order{order}' if order != '0' else ''}{f' store{store}' if store != 'n1' else ''}")
+                f"{' steer' if steer == '1' else ''}{f' pin{pin}' if pin != '0' else ''}")
 
-    m = re.search(r"sgemm_tiledINS_9" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
+    m = re.search(r"sgemm_tiledINS_11" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
     if m:
         *shape_args, la, lb, vec = m.groups()
         return f"tiled {tiling(*shape_args)} {'rc'[int(la)]}{'rc'[int(lb)]} vec{vec}"
-    m = re.search(r"sgemm_stream_kINS_9" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)E", name)
+    m = re.search(r"sgemm_stream_kINS_11" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)E", name)
     if m:
         *shape_args, la, lb = m.groups()
         return f"stream-K {tiling(*shape_args)} {'rc'[int(la)]}{'rc'[int(lb)]}"
-    for kernel, wrapper, label in (("sgemm_async", "10AsyncShape", "async"), ("sgemm_ws", "13ProducerShape", "ws")):
-        m = re.search(kernel + r"INS_" + wrapper + r"INS_9" + shape + r"ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)E", name)
-        if m:
-            *shape_args, stages, la, lb = m.groups()
-            return f"{label} {tiling(*shape_args)} stages{stages} {'rc'[int(la)]}{'rc'[int(lb)]}"
+    m = re.search(r"sgemm_asyncINS_10AsyncShapeINS_11" + shape + r"ELi(\d+)EEELNS_6LayoutE(\d)ELS\d_(\d)E", name)
+    if m:
+        *shape_args, stages, la, lb = m.groups()
+        return f"async {tiling(*shape_args)} stages{stages} {'rc'[int(la)]}{'rc'[int(lb)]}"
     if "sgemm_vectorized" in name:
         return "vectorized (seed)"
     if "splitk_reduce" in name:

@@ -25,8 +25,8 @@ def test_main_loop_statistics():
 def test_instruction_categories_and_table():
     assert [analysis.category(op) for op in ("LDS.U.128", "LDG.E.64.CONSTANT", "STS", "FFMA", "BAR.SYNC")] == [
         "LDS.128", "LDG.64", "STS.32", "FFMA", "BAR"]
-    name = ("_ZN7vecgemm11sgemm_tiledINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16ELi2ELb1ELb0ELi12ELi0ELin1EEE"
-            "LNS_6LayoutE1ELS3_0ELi4ELb0EEEvNS_10GemmParamsE")
+    name = ("_ZN7vecgemm11sgemm_tiledINS_11KernelShapeINS_9TileShapeILi128ELi128ELi8ELi64ELi64ELi8ELi16EEENS_14"
+            "MainloopPolicyILi2ELb1ELb0ELi12EEEEELNS_6LayoutE1ELS7_0ELi4ELb0EEEvNS_10GemmParamsE")
     assert analysis.demangle_short(name) == "tiled 128x128x8 w64x64 t8x16 minb2 prefetch pin12 cr vec4"
     header, row = analysis.count_table([("k", Counter({"FFMA": 7, "LDS.128": 2}))])
     assert header.split()[:3] == ["kernel", "FFMA", "LDS.128"] and row.split()[:3] == ["k", "7", "2"]
