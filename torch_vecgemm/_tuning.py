@@ -20,6 +20,7 @@ import tempfile
 import warnings
 
 from . import _C
+from ._build import build_info
 
 _FORMAT = 3  # 3 added "build"; 2 added "stream_k" (format 1 files load with the tail off)
 _READABLE_FORMATS = (1, 2, _FORMAT)
@@ -41,9 +42,9 @@ def tuning_cache() -> dict[str, tuple[str, int, bool]]:
 
 
 def _build_identity() -> dict:
-    from . import __version__
-
-    return {"torch_vecgemm": __version__, "kernel_configs": [v for v in _C.variants() if v not in ("auto", "vectorized", "gemv")]}
+    """What a saved cache's entries depend on: the release and the kernel configs built."""
+    return {"torch_vecgemm": build_info().get("version"),
+            "kernel_configs": [v for v in _C.variants() if v not in ("auto", "vectorized", "gemv")]}
 
 
 def save_tuning_cache(path: str | os.PathLike) -> None:
