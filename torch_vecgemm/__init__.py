@@ -17,6 +17,7 @@ from . import _C  # noqa: F401  (registers torch.ops.vecgemm)
 from ._build import build_info
 from ._ops import Plan, bmm, fallback_reason, linear, mm, plan, selected_kernel, sgemm, variants
 from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cache
+from . import nn  # noqa: E402  (torch_vecgemm.nn.Linear and the swap functions)
 
 __all__ = [
     "sgemm",
@@ -33,5 +34,6 @@ __all__ = [
     "save_tuning_cache",
     "load_tuning_cache",
     "build_info",
+    "nn",
 ]
 __version__ = "0.1.0"
