@@ -1,11 +1,12 @@
 // The vecgemm operator library: schemas (the single source of truth for names, defaults
-// and mutation), the ATen implementation used on every device without a CUDA kernel, and
-// the Python module that exposes the eligibility rules and the tuning controls.
+// and mutation) and the ATen implementation used on every device without a CUDA kernel.
+// Autograd's side is autograd.cpp; the CUDA kernels register in cuda/dispatch.cpp.
 #include <ATen/ATen.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
 #include "problem.h"
+#include "op_handles.h"
 #include "reference.h"
 
 namespace vecgemm {
@@ -19,6 +20,22 @@ at::Tensor gemm_reference(const at::Tensor& A, const at::Tensor& B, const std::o
   at::Tensor out = batched ? at::bmm(A, B) : at::mm(A, B);
   if (alpha != 1.0) out.mul_(alpha);
   return out;
+}
+
+const c10::TypedOperatorHandle<GemmSignature>& gemm_op() {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vecgemm::gemm", "").typed<GemmSignature>();
+  return op;
+}
+
+const c10::TypedOperatorHandle<SgemmSignature>& sgemm_op() {
+  static const auto op = c10::Dispatcher::singleton().findSchemaOrThrow("vecgemm::sgemm", "").typed<SgemmSignature>();
+  return op;
+}
+
+const c10::TypedOperatorHandle<LinearSignature>& linear_op() {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("vecgemm::linear", "").typed<LinearSignature>();
+  return op;
 }
 
 namespace {
@@ -37,21 +54,25 @@ void sgemm_inplace_aten(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
   C.copy_(gemm_reference(A, B, C, alpha, beta));
 }
 
-// The in-place op has no derivative formula. Under grad mode, with a tensor that requires
-// grad, it refuses, rather than let the gradient go missing; otherwise it runs below
-// autograd as usual.
-void sgemm_inplace_autograd(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha, double beta,
-                            c10::string_view variant) {
-  TORCH_CHECK(!(at::GradMode::is_enabled() && (C.requires_grad() || A.requires_grad() || B.requires_grad())),
-              "vecgemm.sgemm_: the in-place op has no gradient. Use the out-of-place "
-              "torch.ops.vecgemm.sgemm(A, B, C, alpha, beta), which autograd differentiates, or call sgemm_ "
-              "under torch.no_grad()");
-  const at::AutoDispatchBelowAutograd below_autograd;
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("vecgemm::sgemm_", "")
-                             .typed<void(at::Tensor&, const at::Tensor&, const at::Tensor&, double, double,
-                                         c10::string_view)>();
-  op.call(C, A, B, alpha, beta, variant);
+// torch.nn.functional.linear over the lenient op: the input's leading dimensions flattened
+// into rows, weight^T a column-major view the kernels read in place, the bias added in the
+// epilogue as a broadcast C. Composite: autograd, torch.compile and DTensor see the
+// reshapes, the transpose and the product, each with its own rules.
+at::Tensor linear_composite(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+  if (input.dim() < 1 || weight.dim() != 2 || input.sym_size(-1) != weight.sym_size(-1))
+    return at::linear(input, weight, bias);  // torch's result, or torch's error
+  const bool with_bias = bias.has_value() && bias->defined();
+  const std::optional<at::Tensor> c = with_bias ? bias : std::nullopt;
+  const double beta = with_bias ? 1.0 : 0.0;
+  if (input.dim() == 2) return gemm_op().call(input, weight.t(), c, 1.0, beta);
+  const c10::SymIntArrayRef sizes = input.sym_sizes();
+  // The row count written out: reshape(-1, 0) cannot infer the -1 of an empty input.
+  c10::SymInt rows = 1;
+  for (size_t d = 0; d + 1 < sizes.size(); ++d) rows *= sizes[d];
+  const at::Tensor out = gemm_op().call(input.reshape_symint({rows, sizes.back()}), weight.t(), c, 1.0, beta);
+  std::vector<c10::SymInt> out_sizes(sizes.begin(), sizes.end() - 1);
+  out_sizes.push_back(weight.sym_size(0));
+  return out.reshape_symint(out_sizes);
 }
 
 at::Tensor gemm_aten(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
@@ -72,9 +93,11 @@ TORCH_LIBRARY(vecgemm, m) {
         "str variant=\"auto\") -> ()");
   // Lenient: any input torch.addmm / torch.baddbmm accept; the kernel where it applies.
   m.def("gemm(Tensor A, Tensor B, Tensor? C=None, float alpha=1.0, float beta=0.0) -> Tensor");
+  // torch.nn.functional.linear on the lenient op.
+  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(vecgemm, Autograd, m) { m.impl("sgemm_", &sgemm_inplace_autograd); }
+TORCH_LIBRARY_IMPL(vecgemm, CompositeImplicitAutograd, m) { m.impl("linear", &linear_composite); }
 
 TORCH_LIBRARY_IMPL(vecgemm, CompositeExplicitAutograd, m) {
   m.impl("sgemm", &sgemm_aten);

@@ -2,11 +2,29 @@
 // bindings expose the eligibility rules and the tuning controls to the Python package.
 #include <torch/extension.h>
 
+#include "op_handles.h"
 #include "planning.h"
 #include "problem.h"
 #include "tuning.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  // The lenient op and linear through typed dispatcher handles: what torch.ops.vecgemm.gemm /
+  // .linear do, without the boxed call's argument conversion (about a microsecond). The
+  // Python wrappers call these unless the call must be seen from Python (torch.compile, a
+  // __torch_function__ override or mode); the dispatcher still applies autograd, dispatch
+  // modes and tensor subclasses. The GIL is released for the call, as torch's own bindings do.
+  m.def(
+      "gemm",
+      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha, double beta) {
+        return vecgemm::gemm_op().call(A, B, C, alpha, beta);
+      },
+      py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "linear",
+      [](const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+        return vecgemm::linear_op().call(input, weight, bias);
+      },
+      py::call_guard<py::gil_scoped_release>());
   m.def("fallback_reason", &vecgemm::fallback_reason, py::arg("A"), py::arg("B"),
         py::arg("C") = py::none(), py::arg("variant") = "auto",
         "None if the CUDA kernel will run for alpha * A @ B + beta * C, else why not.");

@@ -1,4 +1,4 @@
-"""The ops' contract: opcheck on all three ops, BLAS semantics, the error paths of the
+"""The ops' contract: opcheck on all four ops, BLAS semantics, the error paths of the
 strict ops, the fallback and its reasons, the wrappers behaving like torch, gradients
 (gradcheck in float64, float32 against float64), torch.compile, and the names of the
 variants. Runs on CPU everywhere and also on CUDA where present."""
@@ -48,6 +48,44 @@ def test_opcheck_gemm(device, rng):
     A, B, C = randn(rng, 20, 12, device=device), randn(rng, 12, 6, device=device), randn(rng, 20, 6, device=device)
     torch.library.opcheck(ops.gemm.default, (A.requires_grad_(), B, C, 2.0, 0.5))
     torch.library.opcheck(ops.gemm.default, (A.double(), B.double()))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_linear(device, rng):
+    x, w, b = randn(rng, 2, 5, 12, device=device), randn(rng, 7, 12, device=device), randn(rng, 7, device=device)
+    torch.library.opcheck(ops.linear.default, (x.requires_grad_(), w.requires_grad_(), b))
+    torch.library.opcheck(ops.linear.default, (x[0], w, None))
+    torch.library.opcheck(ops.linear.default, (x[0, 0], w, b))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_wrappers_call_through_the_dispatcher_or_the_op(device, rng):
+    # In eager code the wrappers call the ops through typed dispatcher handles (no boxing);
+    # under a __torch_function__ mode they call torch.ops.vecgemm.*, so the mode sees the op,
+    # with the same result either way.
+    A, B, C = randn(rng, 9, 6, device=device), randn(rng, 6, 5, device=device), randn(rng, 5, device=device)
+    x, w = randn(rng, 3, 4, 6, device=device), randn(rng, 5, 6, device=device)
+    calls = [
+        (lambda: torch_vecgemm.mm(A, B), ops.gemm.default),
+        (lambda: torch_vecgemm.sgemm(A, B, C, alpha=0.5), ops.gemm.default),
+        (lambda: torch_vecgemm.linear(x, w, C), ops.linear.default),
+    ]
+
+    class Seen(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.funcs = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.funcs.append(func)
+            return func(*args, **(kwargs or {}))
+
+    for call, op in calls:
+        eager = call()
+        with Seen() as seen:
+            seen_out = call()
+        assert op in seen.funcs, seen.funcs
+        assert torch.equal(eager, seen_out)
 
 
 # ---- BLAS semantics ----------------------------------------------------------------------------

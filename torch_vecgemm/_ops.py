@@ -1,9 +1,9 @@
-"""Python side of the vecgemm ops: fake (meta) implementations for torch.compile,
-autograd formulas, and the public functions."""
+"""Python side of the vecgemm ops: fake (meta) implementations for torch.compile and the
+public functions. The derivative formulas are C++ (csrc/autograd.cpp), so that a call runs
+no Python below its wrapper."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Optional
 
 import torch
@@ -12,6 +12,18 @@ from torch import Tensor
 from . import _C
 
 _gemm = torch.ops.vecgemm.gemm.default
+_linear = torch.ops.vecgemm.linear.default
+_is_compiling = torch.compiler.is_compiling
+_has_torch_function = torch._C._has_torch_function
+
+
+def _lenient(A: Tensor, B: Tensor, C: Optional[Tensor] = None, alpha: float = 1.0, beta: float = 0.0) -> Tensor:
+    """The lenient op, called straight through the dispatcher (``_C.gemm``) where nothing
+    needs to see the call from Python: under torch.compile the op is traced, and a
+    __torch_function__ override or mode gets the op as torch would hand it over."""
+    if _is_compiling() or _has_torch_function((A, B) if C is None else (A, B, C)):
+        return _gemm(A, B, C, alpha, beta)
+    return _C.gemm(A, B, C, alpha, beta)
 
 
 def fallback_reason(A: Tensor, B: Tensor, C: Optional[Tensor] = None, *, variant: str = "auto") -> Optional[str]:
@@ -73,35 +85,32 @@ def sgemm(
     """
     if beta is None:
         beta = 0.0 if C is None else 1.0
-    return _gemm(A, B, C, float(alpha), float(beta))
+    return _lenient(A, B, C, float(alpha), float(beta))
 
 
 def mm(A: Tensor, B: Tensor) -> Tensor:
     """Drop-in for ``torch.mm``."""
     if A.dim() != 2 or B.dim() != 2:
         return torch.mm(A, B)  # torch's own error for non-matrices
-    return _gemm(A, B)
+    return _lenient(A, B)
 
 
 def bmm(A: Tensor, B: Tensor) -> Tensor:
     """Drop-in for ``torch.bmm``; B may be a batch-broadcast view (``W.expand(b, K, N)``)."""
     if A.dim() != 3 or B.dim() != 3:
         return torch.bmm(A, B)
-    return _gemm(A, B)
+    return _lenient(A, B)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     """Drop-in for ``torch.nn.functional.linear``: ``x @ weight.T + bias``.
 
-    ``weight.T`` is a column-major view, read by the kernel as it is, with no copy.
+    ``weight.T`` is a column-major view, read by the kernel as it is, with no copy; the bias
+    is added in the kernel's epilogue. Inputs ``F.linear`` would reject get its error.
     """
-    if x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[-1]:
-        return torch.nn.functional.linear(x, weight, bias)  # torch's result or torch's error
-    lead = x.shape[:-1]
-    # The rows as one matrix; written out, since reshape(-1, 0) cannot infer the -1.
-    rows = x.reshape(math.prod(lead), x.shape[-1])
-    out = _gemm(rows, weight.t(), bias, 1.0, 0.0 if bias is None else 1.0)
-    return out.reshape(*lead, weight.shape[0])
+    if _is_compiling() or _has_torch_function((x, weight) if bias is None else (x, weight, bias)):
+        return _linear(x, weight, bias)
+    return _C.linear(x, weight, bias)
 
 
 # ---- torch.compile: shapes without running anything ------------------------------------
@@ -128,30 +137,3 @@ def _sgemm_inplace_fake(C, A, B, alpha=1.0, beta=0.0, variant="auto"):
 @torch.library.register_fake("vecgemm::gemm")
 def _gemm_fake(A, B, C=None, alpha=1.0, beta=0.0):
     return A.new_empty(_result_shape(A, B))
-
-
-# ---- autograd: out = alpha * A @ B + beta * C ----------------------------------------------
-
-
-def _setup_context(ctx, inputs, output):
-    A, B, C, alpha, beta = inputs[:5]
-    ctx.save_for_backward(A if ctx.needs_input_grad[1] else None, B if ctx.needs_input_grad[0] else None)
-    ctx.alpha, ctx.beta = alpha, beta
-    ctx.c_shape = None if C is None else C.shape
-    ctx.num_inputs = len(inputs)
-
-
-def _backward(ctx, grad):
-    A, B = ctx.saved_tensors
-    # Through the lenient op: the transposed operands are column-major views that the
-    # kernels read directly, and other dtypes (float64 gradcheck) fall back to ATen.
-    grad_a = _gemm(grad, B.mT, None, ctx.alpha, 0.0) if ctx.needs_input_grad[0] else None
-    grad_b = _gemm(A.mT, grad, None, ctx.alpha, 0.0) if ctx.needs_input_grad[1] else None
-    grad_c = None
-    if ctx.c_shape is not None and ctx.needs_input_grad[2]:
-        grad_c = (grad * ctx.beta).sum_to_size(ctx.c_shape)
-    return (grad_a, grad_b, grad_c) + (None,) * (ctx.num_inputs - 3)
-
-
-torch.library.register_autograd("vecgemm::sgemm", _backward, setup_context=_setup_context)
-torch.library.register_autograd("vecgemm::gemm", _backward, setup_context=_setup_context)

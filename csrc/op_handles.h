@@ -1,0 +1,23 @@
+// The ops as typed dispatcher handles, for C++ that calls them through the dispatcher
+// (autograd's formulas, the composite linear, the Python wrappers' direct calls): found
+// once, then called without boxing the arguments.
+#pragma once
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+
+namespace vecgemm {
+
+using GemmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
+                                 double);
+using SgemmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
+                                  double, c10::string_view);
+
+using LinearSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&);
+
+const c10::TypedOperatorHandle<GemmSignature>& gemm_op();      // vecgemm::gemm, the lenient op
+const c10::TypedOperatorHandle<SgemmSignature>& sgemm_op();    // vecgemm::sgemm, the strict op
+const c10::TypedOperatorHandle<LinearSignature>& linear_op();  // vecgemm::linear
+
+}  // namespace vecgemm
