@@ -149,3 +149,23 @@ def test_no_tuning_during_graph_capture(rng, clean_tuning):
     assert_gemm_close(out, A, B)
     assert_gemm_close(run_strict(A, B), A, B)
     assert list(torch_vecgemm.tuning_cache()) == [torch_vecgemm._C.tuning_key(A, B)]
+
+
+@gpu
+def test_cached_plans_follow_the_tuning_cache(rng, clean_tuning):
+    # A repeated shape is planned once; an entry added, the cache cleared and autotune mode
+    # each make the next plan of the same shape anew.
+    A, B = randn(rng, 96, 300), randn(rng, 300, 200)
+    first = torch_vecgemm.plan(A, B)
+    assert torch_vecgemm.plan(A, B) == first
+    other = next(v for v in TILINGS if v != first.kernel and torch_vecgemm.fallback_reason(A, B, variant=v) is None)
+    torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), other, 3)
+    assert (torch_vecgemm.plan(A, B).kernel, torch_vecgemm.plan(A, B).split_k) == (other, 3)
+    assert_gemm_close(torch_vecgemm.mm(A, B), A, B)
+    torch_vecgemm._C.clear_tuning_cache()
+    assert torch_vecgemm.plan(A, B) == first
+    torch_vecgemm.autotune(True)
+    assert torch_vecgemm.plan(A, B).autotune_pending
+    torch_vecgemm.autotune(False)
+    assert torch_vecgemm.plan(A, B) == first
+

@@ -24,6 +24,7 @@ constexpr int kAutotuneCandidates = 6;
 std::mutex g_mutex;
 std::atomic<bool> g_autotune{env_flag("VECGEMM_AUTOTUNE", false)};
 std::unordered_map<std::string, TilingChoice> g_tuned;  // autotuned, loaded or added choices
+std::atomic<uint64_t> g_generation{0};                  // changes to g_tuned
 
 // Median of a few timed runs into a scratch output, so the caller's tensors are untouched.
 float time_choice(GemmParams p, const ProblemKey& key, TilingChoice choice, float* scratch, cudaStream_t stream) {
@@ -86,8 +87,11 @@ TilingChoice autotune(const ProblemKey& key, const GemmParams& params, cudaStrea
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   g_tuned[key.str()] = best;
+  ++g_generation;
   return best;
 }
+
+uint64_t tuning_generation() { return g_generation.load(); }
 
 void set_autotune(bool enabled) { g_autotune = enabled; }
 bool autotune_enabled() { return g_autotune.load(); }
@@ -115,11 +119,13 @@ void add_tuning_entry(const std::string& key, const std::string& config, int spl
               std::to_string(kMaxSplits), ", got ", std::to_string(splits));
   std::lock_guard<std::mutex> lock(g_mutex);
   g_tuned[key] = TilingChoice{*row, splits, stream_k};
+  ++g_generation;
 }
 
 void clear_tuning_cache() {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_tuned.clear();
+  ++g_generation;
 }
 
 }  // namespace vecgemm

@@ -101,6 +101,72 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
   return choices[name] = candidates.front().second;
 }
 
+// A variant as a number, for the plan cache's key: the config of a FixedConfig, else -1..-3.
+int variant_code(const Variant& variant) {
+  if (const auto* fixed = std::get_if<FixedConfig>(&variant)) return fixed->config;
+  if (std::holds_alternative<SeedKernel>(variant)) return -1;
+  if (std::holds_alternative<MatrixVector>(variant)) return -2;
+  return -3;
+}
+
+// Everything plan() reads: the problem (its leading dimensions only through the vec4
+// flags), the variant, and the state of the process that can change a choice (the tuning
+// cache's generation, autotune mode, deterministic mode).
+struct PlanKey {
+  int64_t batch, m, n, k;
+  int device, variant;
+  unsigned flags;
+  uint64_t tuning_generation;
+  bool operator==(const PlanKey& o) const {
+    return batch == o.batch && m == o.m && n == o.n && k == o.k && device == o.device && variant == o.variant &&
+           flags == o.flags && tuning_generation == o.tuning_generation;
+  }
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& key) const {
+    size_t h = 0;
+    for (const uint64_t v : {uint64_t(key.batch), uint64_t(key.m), uint64_t(key.n), uint64_t(key.k),
+                             uint64_t(key.device), uint64_t(int64_t(key.variant)), uint64_t(key.flags),
+                             key.tuning_generation})
+      h = (h ^ v) * 0x100000001b3ull;  // FNV-1a over the fields
+    return h;
+  }
+};
+
+PlanKey plan_key(const Problem& p, const Variant& variant) {
+  unsigned flags = 0, bit = 0;
+  for (const bool b : {p.a.layout == Layout::RowMajor, p.b.layout == Layout::RowMajor, p.a_vec4, p.b_vec4,
+                       p.a_broadcast, p.b_broadcast, p.d_vec4, at::globalContext().deterministicAlgorithms(),
+                       autotune_enabled()})
+    flags |= unsigned(b) << bit++;
+  const GemmShape& s = p.shape;
+  return PlanKey{s.batch, s.m, s.n, s.k, p.device, variant_code(variant), flags, tuning_generation()};
+}
+
+Plan make_plan(const Problem& problem, const Variant& variant, bool allow_copies);
+
+// Plans by key, so that a repeated shape costs a lookup: planning a tiling ranks the
+// candidates through the cost model, several microseconds. Cleared when full, since a
+// process that sees more distinct problems than this gains little from keeping them.
+constexpr size_t kMaxCachedPlans = 4096;
+
+Plan cached_plan(const Problem& problem, const Variant& variant) {
+  static std::mutex mutex;
+  static std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
+  const PlanKey key = plan_key(problem, variant);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+  }
+  const Plan p = make_plan(problem, variant, true);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (plans.size() >= kMaxCachedPlans) plans.clear();
+  plans.emplace(key, p);
+  return p;
+}
+
 }  // namespace
 
 std::optional<Variant> parse_variant(const std::string& name) {
@@ -125,6 +191,12 @@ Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4) {
 }
 
 Plan plan(const Problem& problem, const Variant& variant, bool allow_copies) {
+  return allow_copies ? cached_plan(problem, variant) : make_plan(problem, variant, false);
+}
+
+namespace {
+
+Plan make_plan(const Problem& problem, const Variant& variant, bool allow_copies) {
   Plan out;
   out.given_a = problem.a.layout, out.given_b = problem.b.layout;
   out.key = key_as_given(problem);
@@ -163,6 +235,8 @@ Plan plan(const Problem& problem, const Variant& variant, bool allow_copies) {
   out.tiling.stream_k = out.stream_k.has_value();
   return out;
 }
+
+}  // namespace
 
 std::string describe(const Plan& plan) {
   switch (plan.family) {
