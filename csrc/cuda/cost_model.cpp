@@ -14,7 +14,7 @@ namespace vecgemm {
 namespace {
 
 // Split-K factors tried, and the least K a slice may have (shorter slices are all prologue).
-constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, kMaxSplits};
+constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, kMaxSplits};
 constexpr int kMinSlice = 64;
 
 const Tiling& tiling_of(int config) { return kKernelConfigs[config].tiling; }
@@ -53,6 +53,20 @@ double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk
          (fixup_ns + fixed_ns) / block_ns;
 }
 
+// The latency floor of the waves: each block's K steps run one after another, each waiting
+// for its tile's loads unless the pipeline keeps the next ones in flight (stages - 1 tiles
+// for cp.async, one for register staging), and an SM runs its blocks in rounds of occ.
+// Small and deep-K problems, with few blocks a SM, are bound by this, not by throughput.
+double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+  const KernelConfig& c = kKernelConfigs[config];
+  const Tiling& t = c.tiling;
+  const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
+  const TiledKernel kernel = kernel_for(key, config);
+  const int64_t rounds = ceil_div(ceil_div(blocks, sm_count(key.device)), blocks_per_sm(kernel, key.device));
+  const int in_flight = c.mainloop.family == MainloopFamily::CpAsync ? c.mainloop.stages - 1 : 1;
+  return double(rounds) * double(ceil_div(slice, t.bk)) * profile_of(key.device).k_step_latency_ns / in_flight;
+}
+
 // Estimated nanoseconds: the waves of blocks (block_times, or stream_k_block_times under a
 // stream-K schedule), never faster than moving every operand once; split-K adds the
 // workspace round trip (partials written by the GEMM, read back by the reduction) and a
@@ -75,8 +89,14 @@ double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk
   const double compute = waves * t.bm * t.bn * slice / (profile.macs_per_ns_per_sm * eff);
   const double mn = double(key.batch) * key.m * key.n;
   const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
-  double ns = std::max(compute, operands / profile.bytes_per_ns) + profile.launch_ns;
-  if (real_splits > 1) ns += 4.0 * mn * (2.0 * real_splits + 1.0) / profile.bytes_per_ns + profile.launch_ns;
+  double ns = std::max({compute, operands / profile.bytes_per_ns, latency_ns(key, config, real_splits, slice)}) +
+              profile.launch_ns;
+  if (real_splits > 1) {
+    // The reduction: its traffic, or, for a small output, the round trips of its reads.
+    const double traffic = 4.0 * mn * (2.0 * real_splits + 1.0) / profile.bytes_per_ns;
+    const double round_trips = double(ceil_div(real_splits, kSplitkReduceLoadsInFlight)) * profile.memory_latency_ns;
+    ns += std::max(traffic, round_trips) + profile.launch_ns;
+  }
   return ns;
 }
 

@@ -43,7 +43,7 @@ int slice_for(int k, int splits, int bk);
 std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config);
 
 // The split-K factors the model considers; a tuned choice must be one of its range.
-inline constexpr int kMaxSplits = 32;
+inline constexpr int kMaxSplits = 64;
 
 // Every config with a kernel for the key (or only `only_config`) and its split-K factors
 // and stream-K tail, with the model's nanoseconds, fastest first.

@@ -15,6 +15,10 @@ struct DeviceProfile {
   double macs_per_ns_per_sm;  // multiply-adds a full wave sustains
   double bytes_per_ns;        // device memory, sustained
   double launch_ns;           // one kernel launch and its tail
+  double memory_latency_ns;   // a load's round trip to device memory, under light load
+  // One K step of a block whose loads nothing hides: the load's round trip, the shared
+  // stores, the barrier and the step's FFMAs.
+  double k_step_latency_ns;
   // The bounds-checked main loop's time against the unchecked one's.
   double checked_loop;
   // An output whose rows are not 16-byte aligned is stored element by element; kernels that

@@ -60,6 +60,8 @@ void launch_pad_copy(const PadCopy& c, cudaStream_t stream);
 void launch_transpose_copy(const PadCopy& c, cudaStream_t stream);
 
 // Split-K: D = alpha * (sum of the p.k_splits partial products) + beta * C.
+// Partials each thread of the reduction loads at once (its round trips: splits / this).
+inline constexpr int kSplitkReduceLoadsInFlight = 16;
 void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream);
 
 // The stream-K tail's second pass: D of the tail's bm x bn tiles from their pieces.
