@@ -2,7 +2,9 @@
 // for sgemm_async.cuh. The shared layout is the register-staged kernel's: [BK][BX + pad],
 // X (M for A, N for B) contiguous, so that a K step's fragment row is one LDS.128 along X
 // (load_fragments, block_tile.cuh):
-//  - an X-contiguous operand (column-major A, row-major B) is copied in 16-byte chunks;
+//  - an X-contiguous operand (column-major A, row-major B) is copied in 16-byte chunks
+//    (VEC = 4), or, where its rows do not start 16-byte aligned, element by element
+//    (VEC = 1: 4-byte copies, any alignment, still coalesced across the warp);
 //  - a K-contiguous operand (row-major A, column-major B) is transposed by the copy itself:
 //    4-byte cp.async, each element written straight to its transposed place. The 8 lanes
 //    of a warp that read 8 consecutive K of one row (32 bytes, one sector) write 8 shared
@@ -47,11 +49,12 @@ __device__ __forceinline__ void cp_async_wait() {}
 // One operand's tiles, for one thread: which elements it copies and where they go.
 // BX: the tile's extent along M (A) or N (B); kStride: floats per shared row (BX + pad).
 // The copies are spread over the block's kThreads threads.
-template <int BX, int BK, int kThreads, bool kKContiguous, int kStride>
+template <int BX, int BK, int kThreads, bool kKContiguous, int kStride, int VEC = 4>
 struct AsyncTile {
   static constexpr int kFloats = BK * kStride;
-  // A copy moves one element (K-contiguous) or a 4-float chunk along X.
-  static constexpr int kWidth = kKContiguous ? 1 : 4;
+  // A copy moves one element (K-contiguous, or unaligned) or a 4-float chunk along X.
+  static constexpr int kWidth = kKContiguous ? 1 : VEC;
+  static_assert(VEC == 1 || VEC == 4, "16- or 4-byte copies");
   static constexpr int kCopies = BX * BK / kWidth;
   static constexpr int kIters = (kCopies + kThreads - 1) / kThreads;
   static constexpr bool kPartial = kCopies % kThreads != 0;  // small tiles: threads idle
@@ -61,7 +64,7 @@ struct AsyncTile {
   static constexpr int kKRun = 8;
   static_assert(!kKContiguous || (BK % kKRun == 0 && kThreads % kKRun == 0 && BX % (kThreads / kKRun) == 0),
                 "K-contiguous tiles: BK a multiple of 8, whole rows per pass");
-  static_assert(kKContiguous || BX % 4 == 0, "16-byte chunks");
+  static_assert(kKContiguous || BX % kWidth == 0, "whole chunks along X");
   static_assert(kStride % 4 == 0, "shared rows stay 16-byte aligned");
 
   const float* src;  // element (x = 0, k = 0) of the current K tile
@@ -81,8 +84,8 @@ struct AsyncTile {
       x = (v / kKRun) % BX;
       k = (v / kKRun / BX) * kKRun + v % kKRun;
     } else {
-      k = v / (BX / 4);
-      x = (v % (BX / 4)) * 4;
+      k = v / (BX / kWidth);
+      x = (v % (BX / kWidth)) * kWidth;
     }
   }
 
@@ -104,12 +107,12 @@ struct AsyncTile {
         if (kKContiguous)
           bytes = x < x_left && k < k_left ? 4 : 0;
         else
-          bytes = k < k_left ? max(0, min(4, x_left - x)) * 4 : 0;
+          bytes = k < k_left ? max(0, min(kWidth, x_left - x)) * 4 : 0;
         // A zero-byte copy reads nothing but still names an address: the tile's origin,
         // which is inside the problem.
         if (bytes == 0) p = src;
       }
-      if (kKContiguous)
+      if (kWidth == 1)
         cp_async4(d, p, bytes);
       else
         cp_async16(d, p, bytes);

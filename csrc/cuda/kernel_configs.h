@@ -58,7 +58,9 @@ inline constexpr MainloopFamily kStaged = MainloopFamily::RegisterStaged;
 inline constexpr MainloopFamily kAsync = MainloopFamily::CpAsync;
 
 // pin_loads per row and the register-bank steering are where they measured faster on the
-// H200 (docs/performance.md); the stream-K tail is built for t816, where it paid.
+// H200 (docs/performance.md); the stream-K tail is built for t816, where it paid. The small
+// cp.async row, with three tiles in flight, is for small and deep-K problems, whose time is
+// the latency of their loads rather than throughput (cost_model.cpp, latency_ns).
 inline constexpr KernelConfig kKernelConfigs[] = {
     //  bm   bn  bk  wm  wn tm  tn   family  st minb pref   steer  pin                    scalar stream_k
     {{128, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 2, true,  false, kCR},                   true,  false},
@@ -72,6 +74,7 @@ inline constexpr KernelConfig kKernelConfigs[] = {
     {{ 64,  64,  8, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0},                     true,  false},
     {{ 32, 128, 16, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0},                     false, false},
     {{128,  64, 16, 32, 64, 8,  8}, {kAsync,  3, 4, false, false, 0},                     false, false},
+    {{ 64,  64,  8, 32, 32, 8,  4}, {kAsync,  4, 4, true,  false, 0},                     true,  false},
     {{128, 128,  8, 64, 64, 8, 16}, {kAsync,  4, 2, true,  false, 0},                     false, false},
     {{256, 128,  8, 64, 64, 8, 16}, {kAsync,  3, 1, true,  false, 0},                     false, false},
 };
@@ -80,8 +83,8 @@ inline constexpr int kNumKernelConfigs = sizeof(kKernelConfigs) / sizeof(kKernel
 // The rules a row must keep; a row that breaks one does not compile.
 constexpr bool valid(const KernelConfig& c) {
   const MainloopConfig& m = c.mainloop;
-  if (m.family == kAsync)  // 16-byte copies (no scalar instance, no swapped pairs), no staging registers
-    return m.stages >= 2 && !c.scalar && !m.steer && m.pin_loads == 0 && !c.stream_k;
+  if (m.family == kAsync)  // copies land in place (no swapped pairs), no staging registers
+    return m.stages >= 2 && !m.steer && m.pin_loads == 0 && !c.stream_k;
   return m.stages == 2 && (!c.stream_k || !m.steer);  // the tail stores the accumulators themselves
 }
 constexpr bool all_valid() {

@@ -5,8 +5,8 @@
 //    epilogue are those of sgemm_tiled.cuh (block_tile.cuh); K-contiguous operands are
 //    transposed by 4-byte copies (async_tile.cuh);
 //  - one barrier per K tile.
-// Operands must be 16-byte aligned (pointer, leading dimension, batch stride): the
-// X-contiguous operand moves in 16-byte chunks.
+// VEC = 4: operands 16-byte aligned (pointer, leading dimension, batch stride), the
+// X-contiguous operand moving in 16-byte chunks; VEC = 1: any alignment, 4-byte copies.
 #pragma once
 #include "../gemm_params.h"
 #include "async_tile.cuh"
@@ -76,14 +76,14 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
   cp_async_wait<0>();  // nothing may still be landing in shared memory when the block exits
 }
 
-template <class S, Layout LA, Layout LB>
+template <class S, Layout LA, Layout LB, int VEC>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const GemmParams p) {
   static_assert(S::kStages >= 2, "a pipeline needs two stages");
   static_assert(!S::kSteerBanks, "B's 16-byte copies cannot swap pairs (docs/performance.md)");
   static_assert(S::kPinLoadsMask == 0, "cp.async has no staging registers for ptxas to free");
   allow_dependents();  // a split-K reduction after it may launch now (dependent_launch.cuh)
-  using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor, S::kAsStride>;
-  using TileB = AsyncTile<S::BN, S::BK, S::kThreads, LB == Layout::ColMajor, S::kBsStride>;
+  using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor, S::kAsStride, VEC>;
+  using TileB = AsyncTile<S::BN, S::BK, S::kThreads, LB == Layout::ColMajor, S::kBsStride, VEC>;
   __shared__ __align__(16) float As[S::kStages][TileA::kFloats];
   __shared__ __align__(16) float Bs[S::kStages][TileB::kFloats];
 

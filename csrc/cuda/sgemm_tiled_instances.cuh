@@ -29,7 +29,7 @@ using ShapeOf = KernelShape<TileOf<I>, PolicyOf<I>>;
 template <int I, int VEC>
 constexpr auto kernel_of() {
   if constexpr (kKernelConfigs[I].mainloop.family == MainloopFamily::CpAsync)
-    return &sgemm_async<AsyncShape<ShapeOf<I>, kKernelConfigs[I].mainloop.stages>, VECGEMM_LA, VECGEMM_LB>;
+    return &sgemm_async<AsyncShape<ShapeOf<I>, kKernelConfigs[I].mainloop.stages>, VECGEMM_LA, VECGEMM_LB, VEC>;
   else
     return &sgemm_tiled<ShapeOf<I>, VECGEMM_LA, VECGEMM_LB, VEC>;
 }
