@@ -22,6 +22,17 @@ CONFIGS = train.load_configs()
 TINY = CONFIGS["models"]["tiny-gpt"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """The tiny models' products are too small to share between threads, and on a CPU
+    busy with other work OpenMP's waits for a second thread made this file take 121 s
+    instead of 22 s (load average 4.7 on 2 cores)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def test_language_is_seeded_and_follows_its_chain():
     def make():
         return train.Language(TINY["vocab"], **CONFIGS["language"])
