@@ -1,10 +1,10 @@
 """Regenerate the records of record: one set per GPU, benchmarks/records/<gpu>/.
 
-    python -m benchmarks.records                  # on the GPU: measure, write its set and the README's results
-    python -m benchmarks.records --only sweep     # measure one kind again, keep the others
+    python -m benchmarks.records                  # on the GPU: measure every kind, write its set and the README's results
+    python -m benchmarks.records --only sweep,host  # measure some kinds again, keep the others
     python -m benchmarks.records --report-only    # anywhere: summaries, plots and README from the stored JSON
 
-A set holds one record of each kind (KINDS), each run from a committed checkout:
+A set holds one record of each kind (KINDS), each measured from a committed checkout:
 
     bench   the benchmark of record: bench.py with RECORD_ARGS (the square sweep and the
             model shapes of shapes.json, row-major square operands, torch.matmul, cuBLAS
@@ -14,13 +14,18 @@ A set holds one record of each kind (KINDS), each run from a committed checkout:
     sweep   the seeded random-shape sweep (sweep.py, seed 0, 128 problems): sweep.json,
             sweep.png
     host    host time per call, path by path (host_overhead.py): host.json, host.png
+    train   the training benchmark, train.py at its defaults (TRAIN_ARGS: gpt2-small and the
+            MLP, each trained with torch.nn.Linear and with torch_vecgemm's, timed eager and
+            compiled): train.json (the stamp, the settings, the loss curves, the agreement
+            check, tokens/s, what inductor generated), train.png, train.md
 
-and summary.md, every table, each headed by its stamp. The set's directory is the GPU's
-name made a slug ("NVIDIA H200" -> h200). The README's results section is rewritten from
-the set of the GPU it shows (or from this one where it shows none; --readme yes / no
-overrides), and records/README.md's table of sets is rewritten. A run with any result that
-disagrees with cuBLAS writes nothing, and a checkout with uncommitted changes is refused
-unless --allow-dirty (the stamp then says so).
+and summary.md, the tables of bench, sweep and host, each headed by its stamp. The set's
+directory is the GPU's name made a slug ("NVIDIA H200" -> h200). The README's results
+section (and its training section) is rewritten from the set of the GPU it shows (or from
+this one where it shows none; --readme yes / no overrides), and records/README.md's table
+of sets is rewritten. A run with any result that disagrees with cuBLAS, or a model whose
+loss departs from the reference's, writes nothing of that kind, and a checkout with
+uncommitted changes is refused unless --allow-dirty (the stamp then says so).
 """
 from __future__ import annotations
 
@@ -38,8 +43,13 @@ ROOT = os.path.join(HERE, "records")
 README = os.path.join(REPO, "README.md")
 INDEX = os.path.join(ROOT, "README.md")
 INDEX_BEGIN, INDEX_END = "<!-- records:begin -->", "<!-- records:end -->"
+TRAIN_BEGIN, TRAIN_END = "<!-- train:begin -->", "<!-- train:end -->"
 # The benchmark of record: bench.py's arguments (timing at bench.py's defaults).
 RECORD_ARGS = ["--suite", "square,model", "--layouts", "rr", "--variants", "auto,vectorized"]
+# The training benchmark of record: train.py's defaults (models.json's default preset).
+TRAIN_ARGS = []
+KINDS = ("bench", "sweep", "host", "train")
+SWEEP_SEED, SWEEP_COUNT = 0, 128
 
 
 def gpu_slug(name):
@@ -50,16 +60,13 @@ def gpu_slug(name):
 
 
 def sets():
-    """The slugs of the sets under records/, sorted."""
-    return sorted(d for d in os.listdir(ROOT) if os.path.isfile(os.path.join(ROOT, d, "bench.json")))
+    """The slugs of the sets under records/ (with a record of any kind), sorted."""
+    return sorted(d for d in os.listdir(ROOT)
+                  if any(os.path.isfile(os.path.join(ROOT, d, f"{kind}.json")) for kind in KINDS))
 
 
-def load(slug):
-    with open(os.path.join(ROOT, slug, "bench.json")) as f:
-        return json.load(f)
-
-
-def _load_kind(slug, kind):
+def load(slug, kind="bench"):
+    """A set's record of one kind, or None where it has none."""
     path = os.path.join(ROOT, slug, f"{kind}.json")
     if not os.path.isfile(path):
         return None
@@ -67,31 +74,48 @@ def _load_kind(slug, kind):
         return json.load(f)
 
 
-def sections(slug, data, title):
-    """The set's tables as markdown: the benchmark of record, then the other kinds it holds."""
+def _kind_modules():
     from benchmarks import host_overhead, sweep
 
-    parts = [report.markdown(data["machine"], data["records"], title=title)]
-    for kind, module, heading in (("sweep", sweep, "Random shapes"), ("host", host_overhead, "Host time per call")):
-        extra = _load_kind(slug, kind)
+    return (("sweep", sweep, "Random shapes"), ("host", host_overhead, "Host time per call"))
+
+
+def sections(slug, title, image_dir=None):
+    """The set's bench, sweep and host tables as markdown, each headed by its stamp; the
+    plots of sweep and host linked from image_dir (default: as seen from the repository's
+    root)."""
+    image_dir = f"benchmarks/records/{slug}/" if image_dir is None else image_dir
+    parts = []
+    data = load(slug)
+    if data is not None:
+        parts.append(report.markdown(data["machine"], data["records"], title=title))
+    for kind, module, heading in _kind_modules():
+        extra = load(slug, kind)
         if extra is not None:
             parts.append(f"### {heading}\n\n{report.stamp(extra['machine'])}\n\n{module.markdown(extra, title=False)}"
-                         f"\n![{heading}](benchmarks/records/{slug}/{kind}.png)\n")
+                         f"\n![{heading}]({image_dir}{kind}.png)\n")
     return "\n".join(parts)
 
 
-def write_derived(slug, data, plot=True):
-    """summary.md (and the plots) of one set, from its JSON."""
-    from benchmarks import host_overhead, sweep
+def write_derived(slug, plot=True):
+    """summary.md and train.md (and the plots) of one set, from its JSON."""
+    from benchmarks import train
 
     with open(os.path.join(ROOT, slug, "summary.md"), "w") as f:
-        f.write(sections(slug, data, title=True).replace(f"](benchmarks/records/{slug}/", "]("))
-    if plot:
+        f.write(sections(slug, title=True, image_dir=""))
+    data = load(slug)
+    if plot and data is not None:
         report.plot(data["machine"], data["records"], os.path.join(ROOT, slug, "bench.png"))
-        for kind, module in (("sweep", sweep), ("host", host_overhead)):
-            extra = _load_kind(slug, kind)
-            if extra is not None:
-                module.plot(extra, os.path.join(ROOT, slug, f"{kind}.png"))
+    for kind, module, _ in _kind_modules():
+        extra = load(slug, kind)
+        if plot and extra is not None:
+            module.plot(extra, os.path.join(ROOT, slug, f"{kind}.png"))
+    trained = load(slug, "train")
+    if trained is not None:
+        with open(os.path.join(ROOT, slug, "train.md"), "w") as f:
+            f.write(train.markdown(trained))
+        if plot:
+            train.plot(trained, os.path.join(ROOT, slug, "train.png"))
 
 
 def readme_gpu():
@@ -100,26 +124,41 @@ def readme_gpu():
     return text.split(" (")[0] if text else None
 
 
-def write_readme(slug, data):
-    report.update_readme(README, sections(slug, data, title=False))
+def write_readme(slug):
+    """The README's results from a set: the benchmarks' tables, and the training one's."""
+    from benchmarks import train
+
+    if load(slug) is not None:
+        report.update_readme(README, sections(slug, title=False))
+    trained = load(slug, "train")
+    if trained is not None:
+        report.update_readme(README, train.markdown(trained, title=False), TRAIN_BEGIN, TRAIN_END)
+
+
+def _machine(slug):
+    return next(load(slug, kind) for kind in KINDS if load(slug, kind) is not None)["machine"]
 
 
 def write_index():
     """records/README.md's table: which GPU, software, commit and build each set is from."""
-    rows = ["| set | GPU | SMs | driver | torch | CUDA | date | commit | build |", "|---|---|---:|---|---|---|---|---|---|"]
+    def commit(m):
+        return f"{m.get('git_commit')}{' (uncommitted changes)' if m.get('git_dirty') else ''}"
+
+    rows = ["| set | GPU | SMs | driver | torch | CUDA | date | commit | build | training record |",
+            "|---|---|---:|---|---|---|---|---|---|---|"]
     for slug in sets():
-        m = load(slug)["machine"]
-        commit = f"{m.get('git_commit')}{' (uncommitted changes)' if m.get('git_dirty') else ''}"
+        m, trained = _machine(slug), load(slug, "train")
+        training = f"[{trained['machine']['date'][:10]}, {commit(trained['machine'])}]({slug}/train.md)" if trained else "-"
         rows.append(f"| [{slug}]({slug}/summary.md) | {m.get('gpu')} | {m.get('sms')} | {m.get('driver')} | {m['torch']} | "
-                    f"{m['cuda']} | {m['date'][:10]} | {commit} | {report.sass_rewrite(m.get('build'))} |")
+                    f"{m['cuda']} | {m['date'][:10]} | {commit(m)} | {report.sass_rewrite(m.get('build'))} | {training} |")
     report.update_readme(INDEX, "\n".join(rows), INDEX_BEGIN, INDEX_END)
 
 
-KINDS = ("bench", "sweep", "host")
+def _wrote(paths):
+    print("wrote " + ", ".join(os.path.relpath(p, REPO) for p in paths))
 
 
-def measure_bench(slug_hint):
-    """The benchmark of record; returns the set's slug, or exits where a result is wrong."""
+def measure_bench(slug):
     from benchmarks import bench
 
     info, settings, records = bench.run(bench.parse_args(RECORD_ARGS))
@@ -129,31 +168,46 @@ def measure_bench(slug_hint):
         for r in wrong:
             print(f"!!! {r['name']} {r['variant']}: {r['note']}", file=sys.stderr)
         raise SystemExit(f"{len(wrong)} results disagree with cuBLAS; no record written")
-    slug = slug_hint or gpu_slug(info["gpu"])
-    os.makedirs(os.path.join(ROOT, slug), exist_ok=True)
-    written = bench.write_outputs(os.path.join(ROOT, slug, "bench"), info, records, settings)
-    print("wrote " + ", ".join(os.path.relpath(p, REPO) for p in written))
-    return slug
+    _wrote(bench.write_outputs(os.path.join(ROOT, slug, "bench"), info, records, settings))
 
 
-def measure_other(kind, slug):
-    from benchmarks import host_overhead, sweep
+def measure_sweep(slug):
+    from benchmarks import sweep
 
-    if kind == "sweep":
-        data = sweep.run(seed=0, count=128)
-        wrong = [r for r in data["records"] if r["note"]]
-        if wrong:
-            raise SystemExit(f"{len(wrong)} sweep results disagree with torch.matmul; no sweep record written")
-        print(sweep.markdown(data))
-        written = sweep.write(data, os.path.join(ROOT, slug, "sweep"))
-    else:
-        data = host_overhead.run()
-        print(host_overhead.markdown(data))
-        written = [os.path.join(ROOT, slug, "host.json"), os.path.join(ROOT, slug, "host.png")]
-        with open(written[0], "w") as f:
-            json.dump(data, f, indent=1)
-        host_overhead.plot(data, written[1])
-    print("wrote " + ", ".join(os.path.relpath(p, REPO) for p in written))
+    data = sweep.run(seed=SWEEP_SEED, count=SWEEP_COUNT)
+    wrong = [r for r in data["records"] if r["note"]]
+    if wrong:
+        raise SystemExit(f"{len(wrong)} sweep results disagree with torch.matmul; no sweep record written")
+    print(sweep.markdown(data))
+    _wrote(sweep.write(data, os.path.join(ROOT, slug, "sweep")))
+
+
+def measure_host(slug):
+    from benchmarks import host_overhead
+
+    data = host_overhead.run()
+    print(host_overhead.markdown(data))
+    out = os.path.join(ROOT, slug, "host")
+    with open(out + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+    host_overhead.plot(data, out + ".png")
+    _wrote([out + ".json", out + ".png"])
+
+
+def measure_train(slug):
+    from benchmarks import train
+
+    data = train.run(train.parse_args(TRAIN_ARGS))
+    print(train.markdown(data))
+    failed = train.failures(data)
+    if failed:
+        for name, checks in failed:
+            print(f"!!! {name}: the swapped model's loss departs from the reference's ({', '.join(checks)})", file=sys.stderr)
+        raise SystemExit("a model's loss departs from the reference's; no training record written")
+    _wrote(train.write_outputs(os.path.join(ROOT, slug, "train"), data))
+
+
+MEASURE = {"bench": measure_bench, "sweep": measure_sweep, "host": measure_host, "train": measure_train}
 
 
 def measure(args):
@@ -161,7 +215,7 @@ def measure(args):
     import torch
 
     import torch_vecgemm
-    from benchmarks.common import machine_info, uncommitted_changes
+    from benchmarks.common import uncommitted_changes
 
     if not torch.cuda.is_available():
         raise SystemExit("records are measured on a GPU and there is none here "
@@ -175,14 +229,11 @@ def measure(args):
     unknown = set(kinds) - set(KINDS)
     if unknown:
         raise SystemExit(f"unknown record kinds {sorted(unknown)}; the kinds are {', '.join(KINDS)}")
-    slug = args.gpu or gpu_slug(machine_info()["gpu"])
-    if "bench" in kinds:
-        slug = measure_bench(slug)
-    elif not os.path.isfile(os.path.join(ROOT, slug, "bench.json")):
-        raise SystemExit(f"records/{slug} has no benchmark of record yet; measure it first (--only bench)")
-    for kind in kinds:
-        if kind != "bench":
-            measure_other(kind, slug)
+    slug = args.gpu or gpu_slug(torch.cuda.get_device_name())
+    os.makedirs(os.path.join(ROOT, slug), exist_ok=True)
+    for kind in KINDS:
+        if kind in kinds:
+            MEASURE[kind](slug)
     return slug
 
 
@@ -190,7 +241,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m benchmarks.records", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--report-only", action="store_true",
-                    help="measure nothing: rewrite summary.md, the plots, the index and the README from the stored JSON")
+                    help="measure nothing: rewrite the summaries, the plots, the index and the README from the stored JSON")
     ap.add_argument("--gpu", help="the set's directory under records/ (default: the slug of this GPU's name; "
                     "with --report-only, every set)")
     ap.add_argument("--readme", choices=("auto", "yes", "no"), default="auto",
@@ -206,11 +257,10 @@ def main(argv=None):
         slugs = [measure(args)]
     shown = readme_gpu()
     for slug in slugs:
-        data = load(slug)
-        write_derived(slug, data, plot=not args.no_plot)
-        gpu = data["machine"].get("gpu")
+        write_derived(slug, plot=not args.no_plot)
+        gpu = _machine(slug).get("gpu")
         if args.readme == "yes" or (args.readme == "auto" and (shown in (None, gpu))):
-            write_readme(slug, data)
+            write_readme(slug)
             shown = gpu
             print(f"README.md: results of {slug}")
         elif args.readme == "auto":
