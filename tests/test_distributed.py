@@ -1,24 +1,40 @@
-"""The ops on DTensors (torch_vecgemm.distributed): the sharding strategies as listed, and
-when they are registered."""
+"""The ops on DTensors (torch_vecgemm.distributed): the sharding strategies as listed, the
+ops on each placement of A, B and C (2-D, batched, in place) against float64 with no
+communication, the tensor-parallel and FSDP2 plans of benchmarks/distributed.py (values,
+collectives, placements, the same as torch.nn.Linear's), and when the strategies are
+registered.
+
+The multi-process tests share two CPU processes joined by gloo, started once for the module
+(about 4 s); each test sends them a function and its seed and checks what comes back.
+"""
 from __future__ import annotations
 
+import datetime
+import gc
+import io
 import os
+import queue
 import subprocess
 import sys
+import traceback
 
 import pytest
 import torch
 import torch.distributed as dist
 
 import torch_vecgemm
+from conftest import assert_gemm_close
 
 if not dist.is_available():
     pytest.skip("torch.distributed is not available in this torch build", allow_module_level=True)
 
-from torch.distributed.tensor import Partial, Replicate, Shard  # noqa: E402
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor  # noqa: E402
+from torch.distributed.tensor.debug import CommDebugMode  # noqa: E402
 
+from benchmarks import distributed as bd  # noqa: E402
 from torch_vecgemm.distributed import sharding_strategies  # noqa: E402
 
+WORLD = 2
 requires_gloo = pytest.mark.skipif(not dist.is_gloo_available(), reason="torch.distributed was built without gloo")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -70,6 +86,184 @@ def test_other_shapes_run_replicated_and_in_place_keeps_c_placed():
         (Partial("sum"), Shard(1), Shard(0)), (Partial("sum"), Partial("sum"), Replicate()),
         (Partial("sum"), Replicate(), Partial("sum")), (Partial("avg"), Partial("avg"), Replicate()),
         (Partial("avg"), Replicate(), Partial("avg"))}
+
+
+# ---- two processes ---------------------------------------------------------------------------
+
+
+def _serve(rank, store_path, jobs, results):
+    """A rank: joins the group, then runs fn(mesh, **kwargs) for each job until None."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, WORLD), rank=rank, world_size=WORLD,
+                            timeout=datetime.timedelta(seconds=60))  # a rank left waiting fails, not hangs
+    mesh = init_device_mesh("cpu", (WORLD,))
+    while (job := jobs.get()) is not None:
+        fn, kwargs = job
+        try:
+            result = ("ok", fn(mesh, **kwargs))
+        except BaseException:  # noqa: BLE001 - the parent reports it
+            result = ("error", traceback.format_exc())
+        data = io.BytesIO()
+        torch.save(result, data)  # bytes, not tensors in shared memory that outlive the job
+        results.put((rank, data.getvalue()))
+    gc.collect()  # FSDP's modules sit in reference cycles: freed before the group, not after
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+class World:
+    """Two processes joined by gloo, for as many jobs as they survive: after a failure the
+    next job starts two fresh ones."""
+
+    STARTUP_AND_JOB_S = 120
+
+    def __init__(self, folder):
+        self.folder, self.procs, self.starts = folder, [], 0
+
+    def _start(self):
+        import torch.multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        self.starts += 1
+        store = os.path.join(self.folder, f"store{self.starts}")
+        self.jobs = [ctx.Queue() for _ in range(WORLD)]
+        self.results = ctx.Queue()
+        self.procs = [ctx.Process(target=_serve, args=(rank, store, self.jobs[rank], self.results), daemon=True)
+                      for rank in range(WORLD)]
+        for p in self.procs:
+            p.start()
+
+    def run(self, fn, **kwargs) -> list:
+        """Each rank's fn(mesh, **kwargs), in rank order."""
+        if not self.procs:
+            self._start()
+        for jobs in self.jobs:
+            jobs.put((fn, kwargs))
+        got = {}
+        try:
+            while len(got) < WORLD:
+                rank, data = self.results.get(timeout=self.STARTUP_AND_JOB_S)
+                got[rank] = torch.load(io.BytesIO(data), weights_only=False)
+        except queue.Empty:
+            self.close(kill=True)
+            raise AssertionError(f"{fn.__name__}: no result from ranks {sorted(set(range(WORLD)) - set(got))} "
+                                 f"in {self.STARTUP_AND_JOB_S} s") from None
+        errors = [f"rank {rank}:\n{value}" for rank, (status, value) in sorted(got.items()) if status == "error"]
+        if errors:
+            self.close(kill=True)
+            raise AssertionError(f"{fn.__name__} failed:\n" + "\n".join(errors))
+        return [got[rank][1] for rank in range(WORLD)]
+
+    def close(self, kill=False):
+        for p, jobs in zip(self.procs, getattr(self, "jobs", [])):
+            if kill:
+                p.kill()
+            else:
+                jobs.put(None)
+        for p in self.procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.kill()
+        self.procs = []
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    w = World(str(tmp_path_factory.mktemp("world")))
+    yield w
+    w.close()
+
+
+# ---- the ops on each placement -------------------------------------------------------------
+
+# (op, shapes of A, B, C (None: no C), alpha, beta, placements of A, B, C, the output's,
+# collectives). Sizes are uneven over two ranks where it is allowed (Shard of an odd dim).
+OP_CASES = {
+    "rows": ("gemm", (9, 6), (6, 5), (5,), 1.0, 1.0, Shard(0), Replicate(), Replicate(), Shard(0), {}),
+    "columns": ("gemm", (8, 6), (6, 7), (7,), 1.0, 1.0, Replicate(), Shard(1), Shard(0), Shard(1), {}),
+    # beta * C must reach the sum once: the replicated C is halved on each rank, not added twice.
+    "inner, C": ("gemm", (8, 7), (7, 5), (8, 5), 0.5, 2.0, Shard(1), Shard(0), Replicate(), Partial(), {}),
+    "inner, bias": ("sgemm", (8, 7), (7, 5), (5,), 1.0, -1.5, Shard(1), Shard(0), Replicate(), Partial(), {}),
+    "inner, no C": ("gemm", (8, 7), (7, 5), None, 1.0, 0.0, Shard(1), Shard(0), None, Partial(), {}),
+    "partial A": ("gemm", (8, 6), (6, 5), (5,), 1.0, 1.0, Partial(), Replicate(), Replicate(), Partial(), {}),
+    "batch": ("sgemm", (3, 8, 6), (3, 6, 5), (5,), 1.0, 1.0, Shard(0), Shard(0), Replicate(), Shard(0), {}),
+    "batched rows": ("sgemm", (2, 9, 6), (2, 6, 5), (2, 1, 5), 1.0, 1.0, Shard(1), Replicate(), Replicate(),
+                     Shard(1), {}),
+    "batched inner": ("gemm", (2, 8, 7), (2, 7, 5), (2, 8, 5), 1.0, 1.0, Shard(2), Shard(1), Replicate(),
+                      Partial(), {}),
+    "in place, rows": ("sgemm_", (9, 6), (6, 5), (9, 5), 2.0, 0.5, Shard(0), Replicate(), Shard(0), Shard(0), {}),
+    "in place, inner": ("sgemm_", (8, 7), (7, 5), (8, 5), 2.0, 0.5, Shard(1), Shard(0), Partial(), Partial(), {}),
+    # C is never redistributed in place: a replicated C takes the replicated product.
+    "in place, replicated C": ("sgemm_", (8, 7), (7, 5), (8, 5), 1.0, 1.0, Shard(1), Shard(0), Replicate(),
+                               Replicate(), {"all_gather": 2}),
+}
+
+
+def operands(name, seed):
+    """A, B and C of a case, drawn from its seed; B batch-broadcast where it is replicated."""
+    _, a, b, c, *_ = OP_CASES[name]
+    rng = torch.Generator().manual_seed(seed)
+    draw = lambda shape: torch.randn(*shape, generator=rng)  # noqa: E731
+    return draw(a), draw(b), None if c is None else draw(c)
+
+
+def _placed(t, mesh, placement):
+    if t is None:
+        return None
+    if isinstance(placement, Partial):
+        # Each of the two ranks holds half: exact in float32, so the sum is t itself.
+        return DTensor.from_local(t / mesh.size(), mesh, [placement])
+    return distribute_tensor(t, mesh, [placement])
+
+
+def run_op_cases(mesh, seed):
+    found = {}
+    for name, (op, *_, alpha, beta, pa, pb, pc, _out, _comms) in OP_CASES.items():
+        A, B, C = (_placed(t, mesh, p) for t, p in zip(operands(name, seed), (pa, pb, pc)))
+        with CommDebugMode() as comms:
+            if op == "sgemm_":
+                getattr(torch.ops.vecgemm, op)(C, A, B, alpha, beta)
+                out = C
+            else:
+                out = getattr(torch.ops.vecgemm, op)(A, B, C, alpha, beta)
+        found[name] = (out.placements[0], bd.collectives(comms), out.full_tensor())
+    return found
+
+
+@requires_gloo
+def test_ops_on_each_placement_against_float64(world, seed):
+    for rank_result in world.run(run_op_cases, seed=seed):
+        for name, (op, *_, alpha, beta, _pa, _pb, _pc, placement, comms) in OP_CASES.items():
+            got_placement, got_comms, out = rank_result[name]
+            assert (got_placement, got_comms) == (placement, comms), name
+            assert_gemm_close(out, *operands(name, seed), alpha, beta)
+
+
+# ---- the plans ---------------------------------------------------------------------------------
+
+
+@requires_gloo
+@pytest.mark.parametrize("plan, collectives, placements", [
+    # Tensor parallel all-reduces down's partial sums (forward) and the input's gradient
+    # (backward: up's product with the gradient is K-sharded, so partial).
+    ("tensor_parallel", ({"all_reduce": 1}, {"all_reduce": 1}),
+     {"up.weight": ("S(0)",), "up.bias": ("S(0)",), "down.weight": ("S(1)",), "down.bias": ("R",)}),
+    # FSDP2 gathers each layer's parameters for its forward and, resharded after it, again
+    # for its backward, and reduce-scatters each layer's gradients.
+    ("fully_sharded", ({"all_gather": 2}, {"all_gather": 2, "reduce_scatter": 2}),
+     {"up.weight": ("S(0)",), "up.bias": ("S(0)",), "down.weight": ("S(0)",), "down.bias": ("S(0)",)}),
+])
+def test_plan_matches_float64_with_the_collectives_it_implies(world, seed, plan, collectives, placements):
+    ref = bd.reference(bd.CHECK, seed, WORLD)
+    ours = world.run(getattr(bd, plan), cfg=bd.CHECK, seed=seed)
+    theirs = world.run(getattr(bd, plan), cfg=bd.CHECK, seed=seed, linear=torch.nn.Linear)
+    for rank, (got, torch_got) in enumerate(zip(ours, theirs)):
+        assert bd.mismatches(plan, rank, WORLD, got, ref) == []
+        assert (got["forward"], got["backward"]) == collectives == bd.EXPECTED_COLLECTIVES[plan]
+        assert got["param_placements"] == got["grad_placements"] == placements
+        for key in ("forward", "backward", "output_placements", "param_placements", "grad_placements"):
+            assert got[key] == torch_got[key], key
 
 
 # ---- when the strategies are registered -----------------------------------------------------
