@@ -1,8 +1,8 @@
 """The ops on DTensors (torch_vecgemm.distributed): the sharding strategies as listed, the
 ops on each placement of A, B and C (2-D, batched, in place) against float64 with no
-communication, the tensor-parallel and FSDP2 plans of benchmarks/distributed.py (values,
-collectives, placements, the same as torch.nn.Linear's), and when the strategies are
-registered.
+communication, tv.linear on inputs sharded along any leading dimension, the tensor-parallel
+and FSDP2 plans of benchmarks/distributed.py (values, collectives, placements, the same as
+torch.nn.Linear's), and when the strategies are registered.
 
 The multi-process tests share two CPU processes joined by gloo, started once for the module
 (about 4 s); each test sends them a function and its seed and checks what comes back.
@@ -238,6 +238,57 @@ def test_ops_on_each_placement_against_float64(world, seed):
             got_placement, got_comms, out = rank_result[name]
             assert (got_placement, got_comms) == (placement, comms), name
             assert_gemm_close(out, *operands(name, seed), alpha, beta)
+
+
+# ---- tv.linear on sharded inputs ---------------------------------------------------------------
+
+
+def run_linear_on_sharded_inputs(mesh, seed, shape, dim):
+    """tv.linear and F.linear on x sharded along `dim`, weight and bias replicated: the
+    output, its placement, the collectives of each forward, and the gradients."""
+    x, w, b, grad = linear_operands(seed, shape)
+    found = {}
+    for name, fn in (("ours", torch_vecgemm.linear), ("torch", torch.nn.functional.linear)):
+        dx = distribute_tensor(x, mesh, [Shard(dim)]).requires_grad_()
+        dw, db = (distribute_tensor(t, mesh, [Replicate()]).requires_grad_() for t in (w, b))
+        with CommDebugMode() as comms:
+            out = fn(dx, dw, db)
+        # The upstream gradient replicated, whatever the output's placement (a Partial
+        # output cannot be given a gradient of its own placement).
+        out.redistribute(mesh, [Replicate()]).to_local().backward(grad)
+        found[name] = {"output": out.full_tensor(), "placements": out.placements, "collectives": bd.collectives(comms),
+                       "grads": [t.grad.full_tensor() for t in (dx, dw, db)],
+                       "grad placements": [t.grad.placements for t in (dx, dw, db)]}
+    return found
+
+
+def linear_operands(seed, shape):
+    rng = torch.Generator().manual_seed(seed)
+    k, n = shape[-1], 5
+    return (torch.randn(*shape, generator=rng), torch.randn(n, k, generator=rng), torch.randn(n, generator=rng),
+            torch.randn(*shape[:-1], n, generator=rng))
+
+
+@requires_gloo
+@pytest.mark.parametrize("shape, dim, placement", [
+    ((4, 6, 7), 0, Shard(0)), ((2, 9, 7), 1, Shard(1)), ((2, 3, 6, 7), 2, Shard(2)),
+    ((2, 6, 7), 2, Partial()),  # the inner dimension: the weight is split locally, no gather
+])
+def test_linear_keeps_sharded_rows_in_place(world, seed, shape, dim, placement):
+    """No gather of the rows, whichever leading dimension is sharded (a flatten of the
+    sequence with the batch would need one); placements as F.linear's."""
+    x, w, b, grad = linear_operands(seed, shape)
+    for found in world.run(run_linear_on_sharded_inputs, seed=seed, shape=shape, dim=dim):
+        ours, torchs = found["ours"], found["torch"]
+        assert ours["placements"] == torchs["placements"] == (placement,)
+        assert ours["collectives"] == torchs["collectives"] == {}
+        assert ours["grad placements"] == torchs["grad placements"]
+        rows = x.reshape(-1, shape[-1])
+        assert_gemm_close(ours["output"].reshape(rows.shape[0], -1), rows, w.t(), b.expand(rows.shape[0], -1), 1.0, 1.0)
+        x64, w64, b64 = (t.double().requires_grad_() for t in (x, w, b))
+        torch.nn.functional.linear(x64, w64, b64).backward(grad.double())
+        for got, ref in zip(ours["grads"], (x64.grad, w64.grad, b64.grad)):
+            assert bd.relative_error(got, ref) < bd.TOLERANCE
 
 
 # ---- the plans ---------------------------------------------------------------------------------

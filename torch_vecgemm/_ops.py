@@ -10,6 +10,7 @@ import torch
 from torch import Tensor
 
 from . import _C
+from .distributed import sharded_lead_dim
 
 _gemm = torch.ops.vecgemm.gemm.default
 
@@ -98,9 +99,23 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     if x.dim() < 1 or weight.dim() != 2 or x.shape[-1] != weight.shape[-1]:
         return torch.nn.functional.linear(x, weight, bias)  # torch's result or torch's error
     lead = x.shape[:-1]
-    # The rows as one matrix; written out, since reshape(-1, 0) cannot infer the -1.
-    rows = x.reshape(math.prod(lead), x.shape[-1])
-    out = _gemm(rows, weight.t(), bias, 1.0, 0.0 if bias is None else 1.0)
+    beta = 0.0 if bias is None else 1.0
+    split = sharded_lead_dim(x)
+    if split:
+        # A DTensor sharded along a leading dimension past the first (the sequence, say)
+        # cannot have its rows flattened into one sharded dimension, so DTensor would
+        # gather them; as a batch of (lead[split:], K) matrices each rank keeps its rows.
+        groups = (math.prod(lead[:split]), math.prod(lead[split:]), x.shape[-1])
+        w = weight.t().expand(groups[0], *weight.t().shape)  # batch-broadcast: no copy
+        out = _gemm(x.reshape(groups), w, bias, 1.0, beta)
+    else:
+        # The rows as one matrix; written out, since reshape(-1, 0) cannot infer the -1.
+        rows = x.reshape(math.prod(lead), x.shape[-1])
+        out = _gemm(rows, weight.t(), bias, 1.0, beta)
+    if x.dim() == 2:
+        # The result itself, not a view of it, as F.linear gives: FSDP2 warns of a module
+        # that returns a view (an in-place op on it would drop FSDP's pre-backward hook).
+        return out
     return out.reshape(*lead, weight.shape[0])
 
 

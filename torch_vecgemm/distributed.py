@@ -53,7 +53,7 @@ import threading
 
 import torch
 
-__all__ = ["register_sharding_strategies", "sharding_strategies"]
+__all__ = ["register_sharding_strategies", "sharding_strategies", "sharded_lead_dim"]
 
 _TENSOR_MODULE = "torch.distributed.tensor"
 # Reductions over which a product is linear in one operand: sum_r(A_r) B = sum_r(A_r B),
@@ -112,6 +112,19 @@ def _in_place(C, A, B, alpha=1.0, beta=0.0, variant="auto"):
     return [([], [out, a, b, None, None, None])
             for (out,), (a, b, c) in sharding_strategies(A, B, C)
             if c == out]
+
+
+def sharded_lead_dim(x) -> int:
+    """The first dimension past the first and before the last along which the DTensor
+    ``x`` is sharded; 0 for a plain tensor, or when there is none."""
+    if _TENSOR_MODULE not in sys.modules:  # no DTensor can exist yet
+        return 0
+    from torch.distributed.tensor import DTensor, Shard
+
+    if not isinstance(x, DTensor):
+        return 0
+    dims = [p.dim % x.ndim for p in x.placements if isinstance(p, Shard)]
+    return min((d for d in dims if 0 < d < x.ndim - 1), default=0)
 
 
 def register_sharding_strategies() -> None:
