@@ -108,3 +108,16 @@ def test_compiles_fullgraph_and_trains(rng):
 
 def test_package_exports_nn():
     assert torch_vecgemm.nn.Linear is Linear
+
+
+@pytest.mark.parametrize("shape", [(7, 33), (3, 7, 33), (33,)])
+def test_linear_result_is_a_view_where_f_linear_s_is(rng, shape):
+    """Not for a matrix: FSDP2 warns of a module returning a view (an in-place op on it
+    would drop its hooks), and F.linear's result for a matrix is none."""
+    layer = Linear(33, 20)
+    x = randn(rng, *shape, device="cpu")
+    out = layer(x)
+    theirs = torch.nn.functional.linear(x, layer.weight, layer.bias)
+    assert (out._base is None) == (theirs._base is None) == (x.dim() == 2)
+    assert out.shape == theirs.shape
+    torch.testing.assert_close(out, theirs)

@@ -9,6 +9,8 @@ Importing the package loads ``torch_vecgemm._C``, which registers
   functions below, which runs the kernel when the rules allow and otherwise returns exactly
   what ``torch.addmm`` / ``torch.baddbmm`` compute.
 
+The ops take DTensors too (``torch_vecgemm.distributed``): each rank runs them on its shards.
+
 The functions here accept whatever their torch counterparts accept.
 """
 import torch  # noqa: F401  (loads libtorch and libc10, which _C links against)
@@ -18,6 +20,9 @@ from ._build import build_info
 from ._ops import Plan, bmm, fallback_reason, linear, mm, plan, selected_kernel, sgemm, variants
 from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cache
 from . import nn  # noqa: E402  (torch_vecgemm.nn.Linear and the swap functions)
+from . import distributed  # noqa: E402  (DTensor sharding strategies, registered when DTensor loads)
+
+distributed.install()
 
 __all__ = [
     "sgemm",

@@ -4,12 +4,14 @@ no Python below its wrapper."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from . import _C
+from .distributed import sharded_lead_dim
 
 _gemm = torch.ops.vecgemm.gemm.default
 _linear = torch.ops.vecgemm.linear.default
@@ -108,9 +110,26 @@ def linear(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
     ``weight.T`` is a column-major view, read by the kernel as it is, with no copy; the bias
     is added in the kernel's epilogue. Inputs ``F.linear`` would reject get its error.
     """
+    if type(x) is not Tensor:  # a subclass: a Parameter, or a DTensor sharded along its rows
+        split = sharded_lead_dim(x)
+        if split:
+            return _linear_sharded_rows(x, weight, bias, split)
     if _is_compiling() or _has_torch_function((x, weight) if bias is None else (x, weight, bias)):
         return _linear(x, weight, bias)
     return _C.linear(x, weight, bias)
+
+
+def _linear_sharded_rows(x: Tensor, weight: Tensor, bias: Optional[Tensor], split: int) -> Tensor:
+    """linear of a DTensor sharded along a leading dimension past the first (the sequence,
+    say): its rows cannot be flattened into one sharded dimension, so DTensor would gather
+    them; as a batch of (lead[split:], K) matrices each rank keeps its rows."""
+    if weight.dim() != 2 or x.shape[-1] != weight.shape[-1]:
+        return torch.nn.functional.linear(x, weight, bias)  # torch's error
+    lead = x.shape[:-1]
+    groups = (math.prod(lead[:split]), math.prod(lead[split:]), x.shape[-1])
+    w = weight.t().expand(groups[0], *weight.t().shape)  # batch-broadcast: no copy
+    out = _gemm(x.reshape(groups), w, bias, 1.0, 0.0 if bias is None else 1.0)
+    return out.reshape(*lead, weight.shape[0])
 
 
 # ---- torch.compile: shapes without running anything ------------------------------------
