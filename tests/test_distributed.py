@@ -23,7 +23,11 @@ import torch
 import torch.distributed as dist
 
 import torch_vecgemm
-from conftest import assert_gemm_close
+
+# The ranks are spawned processes that import this module by name: its own directory first,
+# so that `conftest` is this suite's and not another one pytest also put on the path.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conftest import assert_gemm_close  # noqa: E402
 
 if not dist.is_available():
     pytest.skip("torch.distributed is not available in this torch build", allow_module_level=True)
