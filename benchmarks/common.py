@@ -50,6 +50,25 @@ def time_ms(fn, *, warmup_ms=25, rep_ms=100):
     return timer.blocked_autorange(min_run_time=rep_ms / 1000).median * 1e3
 
 
+def figure(**subplots):
+    """A new matplotlib figure and axes (``plt.subplots(**subplots)``), drawn off-screen."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(**subplots)
+
+
+def save_figure(fig, path):
+    """Lay the figure out, write it as a PNG and free it."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _nvidia_smi(query):
     try:
         out = subprocess.run(

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_vecgemm as tv
-from benchmarks.common import machine_info
+from benchmarks.common import figure, machine_info, save_figure
 
 ops = torch.ops.vecgemm
 
@@ -143,13 +143,8 @@ def markdown(data, title=True):
 
 
 def plot(data, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     records, m = data["records"], data["machine"]
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(records) + 1.5))
+    fig, ax = figure(figsize=(9, 0.45 * len(records) + 1.5))
     rows = range(len(records))
     ax.barh([y + 0.2 for y in rows], [r["torch_us"] for r in records], height=0.4, label="torch")
     ax.barh([y - 0.2 for y in rows], [r["ours_us"] for r in records], height=0.4, label="torch_vecgemm")
@@ -158,9 +153,7 @@ def plot(data, path):
     ax.set_xlabel("host time per call, us")
     ax.set_title(f"Host time per call on {m.get('gpu')}, commit {m.get('git_commit')}", fontsize=10)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def main(argv=None):

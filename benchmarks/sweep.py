@@ -26,7 +26,7 @@ import sys
 import torch
 
 import torch_vecgemm
-from benchmarks.common import machine_info, time_ms
+from benchmarks.common import figure, machine_info, save_figure, time_ms
 
 LOW, HIGH = 16, 8192
 REL_ERR_LIMIT = 1e-4  # fp32 against fp32 lands near 1e-6
@@ -117,13 +117,8 @@ def markdown(data, title=True):
 
 
 def plot(data, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     records, m = data["records"], data["machine"]
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig, ax = figure(figsize=(9, 5.5))
     for family in sorted({r["family"] for r in records}):
         pts = [(2.0 * r["m"] * r["n"] * r["k"], r["ratio_to_torch_matmul"]) for r in records if r["family"] == family]
         ax.scatter(*zip(*pts), s=16, label=family)
@@ -136,9 +131,7 @@ def plot(data, path):
     ax.set_title(f"Random shapes on {m.get('gpu')}, commit {m.get('git_commit')}: geometric mean {s['geomean']:.3f}, "
                  f"lowest {s['lowest']:.3f}", fontsize=10)
     ax.legend(title="plan family")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def run(seed=0, count=128, warmup_ms=25, rep_ms=100):
