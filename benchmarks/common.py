@@ -60,10 +60,30 @@ def figure(**subplots):
     return plt.subplots(**subplots)
 
 
-def save_figure(fig, path):
-    """Lay the figure out, write it as a PNG and free it."""
+def figure_stamp(info):
+    """What a figure was measured on, in one line: the GPU, the commit and the build (the
+    SASS main loops rewritten or ptxas')."""
+    done = (info.get("build") or {}).get("sass_rewrite")
+    if isinstance(done, dict) and "loops" in done:
+        loops = done.get("loops") or []
+        rewritten = sum(str(loop.get("state", "")).startswith("rewritten") for loop in loops)
+        build = f"SASS main loops: {rewritten} of {len(loops)} rewritten" if done.get("enabled", True) and loops \
+            else "SASS main loops: ptxas'"
+    elif done is None:
+        build = "build not recorded"
+    else:
+        build = "SASS main loops rewritten" if done else "SASS main loops: ptxas'"
+    dirty = " (uncommitted changes)" if info.get("git_dirty") else ""
+    return f"{info.get('gpu') or 'CPU'}, commit {info.get('git_commit')}{dirty}, {build}"
+
+
+def save_figure(fig, path, info=None):
+    """Lay the figure out, stamped with `info`'s figure_stamp where given, write it as a PNG
+    and free it."""
     import matplotlib.pyplot as plt
 
+    if info is not None:
+        fig.suptitle(figure_stamp(info), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -151,9 +151,9 @@ def plot(data, path):
     ax.set_yticks(list(rows), [f"{r['path']} ({r['shape']})" for r in records], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("host time per call, us")
-    ax.set_title(f"Host time per call on {m.get('gpu')}, commit {m.get('git_commit')}", fontsize=10)
+    ax.set_title("Host time per call", fontsize=10)
     ax.legend()
-    save_figure(fig, path)
+    save_figure(fig, path, m)
 
 
 def main(argv=None):

@@ -14,7 +14,7 @@ import json
 import math
 import re
 
-from benchmarks.common import CUBLAS, TF32
+from benchmarks.common import CUBLAS, TF32, figure, save_figure
 
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
 
@@ -37,14 +37,9 @@ def _variants(records):
 
 
 def plot(info, records, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     square = _by(records, suite="square")
     model = _by(records, suite="model", variant="auto")
-    fig, axes = plt.subplots(1, 2 if model else 1, figsize=(15 if model else 8, 5.5), squeeze=False)
+    fig, axes = figure(nrows=1, ncols=2 if model else 1, figsize=(15 if model else 8, 5.5), squeeze=False)
     ax = axes[0][0]
     for v in [CUBLAS, TF32] + _variants(records):
         pts = [(r["m"], r["tflops"]) for r in square if r["variant"] == v and r["tflops"]]
@@ -57,7 +52,7 @@ def plot(info, records, path):
     ax.set_yscale("log")
     ax.set_xlabel("M = N = K")
     ax.set_ylabel("TFLOP/s")
-    ax.set_title(f"float32 GEMM, {info.get('gpu') or 'CPU'}")
+    ax.set_title("float32 GEMM")
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     if model:
@@ -69,9 +64,7 @@ def plot(info, records, path):
         ax.invert_yaxis()
         ax.set_xlabel("throughput / torch.matmul (fp32), same run")
         ax.set_title("model shapes, variant auto")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, info)
 
 
 def _f(x, spec):

@@ -128,10 +128,10 @@ def plot(data, path):
     ax.set_xlabel("FLOP (2 M N K)")
     ax.set_ylabel("x torch.matmul (higher is faster)")
     s = data["summary"]
-    ax.set_title(f"Random shapes on {m.get('gpu')}, commit {m.get('git_commit')}: geometric mean {s['geomean']:.3f}, "
+    ax.set_title(f"Random shapes: geometric mean {s['geomean']:.3f}, "
                  f"lowest {s['lowest']:.3f}", fontsize=10)
     ax.legend(title="plan family")
-    save_figure(fig, path)
+    save_figure(fig, path, m)
 
 
 def run(seed=0, count=128, warmup_ms=25, rep_ms=100):

@@ -65,6 +65,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import torch_vecgemm
+from benchmarks.common import figure, save_figure
 from torch_vecgemm.nn import swap_linear
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -611,13 +612,8 @@ def markdown(data, *, title=True):
 
 
 def plot(data, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     models = data["models"]
-    fig, axes = plt.subplots(1, len(models) + 1, figsize=(6 * (len(models) + 1), 4.8), squeeze=False)
+    fig, axes = figure(nrows=1, ncols=len(models) + 1, figsize=(6 * (len(models) + 1), 4.8), squeeze=False)
     for ax, (name, m) in zip(axes[0], models.items()):
         for linear, style in ((TORCH, "-"), (VECGEMM, "--"), (TWIN, ":")):
             ax.plot(m["loss"][linear], style, label=linear, linewidth=1.2)
@@ -641,11 +637,9 @@ def plot(data, path):
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("thousand tokens/s")
-    ax.set_title(f"throughput, {data['machine'].get('gpu') or 'CPU'}")
+    ax.set_title("throughput")
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, data["machine"])
 
 
 def main(argv=None):
