@@ -33,6 +33,24 @@ def planned_tiling(A, B):
     return name if name.startswith(("tiled_", "async_")) else None
 
 
+def kernels_of(fn, calls=3):
+    """Device microseconds per call of each kernel fn launches, in order of first launch
+    (torch.profiler; one call first, unprofiled, for plans and caches)."""
+    import collections
+
+    fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    times = collections.OrderedDict()
+    for e in prof.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            times[e.name] = times.get(e.name, 0.0) + e.time_range.elapsed_us() / calls
+    return times
+
+
 def time_ms(fn, *, warmup_ms=25, rep_ms=100):
     """Median milliseconds of fn(). On CUDA: triton.testing.do_bench, which also clears the
     L2 cache before every run, so small problems are not timed from cache; elsewhere

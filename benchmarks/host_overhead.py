@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_vecgemm as tv
+from benchmarks import report
 from benchmarks.common import figure, machine_info, save_figure
 
 ops = torch.ops.vecgemm
@@ -133,9 +134,8 @@ def markdown(data, title=True):
     lines = []
     if title:
         m = data["machine"]
-        lines += [f"# Host time per call, {m.get('gpu')}", "",
-                  f"torch {m['torch']}, CUDA {m['cuda']}, commit {m.get('git_commit')}; median of "
-                  f"{data['settings']['repeats']} runs of {data['settings']['calls']} calls queued back to back", ""]
+        lines += [f"# Host time per call, {m.get('gpu')}", "", report.stamp(m), "",
+                  f"Median of {data['settings']['repeats']} runs of {data['settings']['calls']} calls queued back to back.", ""]
     lines += ["| path | problem | plan | torch us | torch_vecgemm us | extra us |", "|---|---|---|---:|---:|---:|"]
     for r in data["records"]:
         lines.append(f"| {r['path']} | {r['shape']} | {r['plan'] or ''} | {r['torch_us']:.1f} | {r['ours_us']:.1f} | {r['extra_us']:+.1f} |")

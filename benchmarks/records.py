@@ -136,7 +136,9 @@ def write_readme(slug):
 
 
 def _machine(slug):
-    return next(load(slug, kind) for kind in KINDS if load(slug, kind) is not None)["machine"]
+    """The stamp of the set's first record (in KINDS order)."""
+    records = (load(slug, kind) for kind in KINDS)
+    return next(r for r in records if r is not None)["machine"]
 
 
 def write_index():

@@ -26,6 +26,7 @@ import sys
 import torch
 
 import torch_vecgemm
+from benchmarks import report
 from benchmarks.common import figure, machine_info, save_figure, time_ms
 
 LOW, HIGH = 16, 8192
@@ -97,9 +98,9 @@ def markdown(data, title=True):
     lines = []
     if title:
         m = data["machine"]
-        lines += [f"# Random-shape sweep, {m.get('gpu')}", "",
-                  f"torch {m['torch']}, CUDA {m['cuda']}, commit {m.get('git_commit')}, seed {data['settings']['seed']}, "
-                  f"{s['problems']} problems (M, N, K log-uniform in {LOW}..{HIGH}, random storage orders and alignment)", ""]
+        lines += [f"# Random-shape sweep, {m.get('gpu')}", "", report.stamp(m), "",
+                  f"Seed {data['settings']['seed']}, {s['problems']} problems (M, N, K log-uniform in {LOW}..{HIGH}, "
+                  "random storage orders and alignment).", ""]
     lines += [
         "| problems | geometric mean x torch.matmul | lowest | below 0.95x | at least 1.05x |",
         "|---:|---:|---:|---:|---:|",

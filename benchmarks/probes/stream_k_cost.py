@@ -11,13 +11,12 @@ waves and the copies. Needs a GPU.
 from __future__ import annotations
 
 import argparse
-import collections
 import statistics
 
 import torch
 
 import torch_vecgemm
-from benchmarks.common import make_operands, planned_tiling, time_ms
+from benchmarks.common import kernels_of, make_operands, planned_tiling, time_ms
 
 # Where the tail runs or might: square sizes, the model shapes that take it, the 3001 x 2999
 # regression and its neighbours (K, edge tiles), the tests' shapes.
@@ -27,21 +26,6 @@ DEFAULT_SHAPES = (
     "2048x12288x4096:rc,2048x11008x4096:rc,8192x4096x11008:rc,11008x4096x2048:cr,"
     "3000x3000x520:cr,2050x2050x251:cr"
 )
-
-
-def kernels_of(fn, calls=3):
-    """Device microseconds per call of each kernel fn launches, in launch order."""
-    fn()
-    torch.cuda.synchronize()
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
-    times = collections.OrderedDict()
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            times[e.name] = times.get(e.name, 0.0) + e.time_range.elapsed_us() / calls
-    return times
 
 
 def short(name):

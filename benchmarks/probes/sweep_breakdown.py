@@ -12,31 +12,13 @@ on torch's. The gap between the kernels' sum and the sweep's time is launch cost
 from __future__ import annotations
 
 import argparse
-import collections
 import json
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 import torch_vecgemm
+from benchmarks.common import kernels_of
 from benchmarks.sweep import make_problem_operands
-
-CALLS = 5
-
-
-def kernels(fn):
-    """Mean GPU microseconds per call of each kernel fn launches, in order of first launch."""
-    fn()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(CALLS):
-            fn()
-        torch.cuda.synchronize()
-    total = collections.OrderedDict()
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            total[e.name] = total.get(e.name, 0.0) + e.device_time / CALLS
-    return total
 
 
 def main(argv=None):
@@ -53,7 +35,7 @@ def main(argv=None):
         print(f"\n{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}: x{r['ratio_to_torch_matmul']:.3f} "
               f"(torch {r['torch_ms'] * 1e3:.1f} us, ours {r['ours_ms'] * 1e3:.1f} us)  plan: {torch_vecgemm.plan(A, B)}")
         for side, fn in (("torch", lambda: torch.matmul(A, B)), ("ours", lambda: torch_vecgemm.mm(A, B))):
-            ks = kernels(fn)
+            ks = kernels_of(fn, calls=5)
             print(f"  {side:<5} kernels sum {sum(ks.values()):8.1f} us")
             for name, us in ks.items():
                 print(f"        {us:8.1f} us  {name[:110]}")
