@@ -1,0 +1,66 @@
+"""Is a weak problem of the random sweep lost to the planner's choice or to the kernels?
+
+For the sweep's weakest problems (same seed, same operands as the sweep drew them), times
+auto, torch.matmul and every kernel config this build has (the strict op with
+``variant=<config>``: that kernel, the split the model picks for it, no copies), and prints
+the best config against auto and against torch. Where the best config beats auto, the cost
+model ranked the candidates wrongly; where even the best config loses to torch, the kernels
+(or the copies the planner would add) are what is missing. Needs a GPU.
+
+    python -m benchmarks.probes.best_variant /tmp/sweep.json [--weakest 24] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+
+import torch_vecgemm
+from benchmarks.common import time_ms
+from benchmarks.sweep import make_problem_operands
+
+
+def config_names():
+    return [v for v in torch_vecgemm.variants() if v not in ("auto", "vectorized", "gemv")]
+
+
+def time_variants(A, B):
+    """{name: ms} for auto, torch and every config that takes these operands."""
+    out = {"torch": time_ms(lambda: torch.matmul(A, B)), "auto": time_ms(lambda: torch_vecgemm.mm(A, B))}
+    for name in config_names():
+        if torch_vecgemm.fallback_reason(A, B, variant=name) is not None:
+            continue
+        out[name] = time_ms(lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, name))
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sweep", help="a sweep's JSON (python -m benchmarks.sweep --out X)")
+    ap.add_argument("--weakest", type=int, default=24)
+    ap.add_argument("--json", help="also write every timing here")
+    args = ap.parse_args(argv)
+    with open(args.sweep) as f:
+        data = json.load(f)
+    seed = data["settings"]["seed"]
+    indexed = sorted(enumerate(data["records"]), key=lambda ir: ir[1]["ratio_to_torch_matmul"])[: args.weakest]
+    results = []
+    print(f"{'problem':<28} {'torch us':>9} {'auto us':>8} {'best us':>8} {'best/auto':>9} {'torch/best':>10}  best config; auto's plan")
+    for index, r in indexed:
+        A, B = make_problem_operands(r, "cuda", seed * 100003 + index)
+        times = time_variants(A, B)
+        configs = {k: v for k, v in times.items() if k not in ("torch", "auto")}
+        best = min(configs, key=configs.get)
+        name = f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}"
+        print(f"{name:<28} {times['torch'] * 1e3:9.1f} {times['auto'] * 1e3:8.1f} {configs[best] * 1e3:8.1f} "
+              f"{times['auto'] / configs[best]:9.2f} {times['torch'] / configs[best]:10.2f}  {best}; "
+              f"{torch_vecgemm.selected_kernel(A, B)}")
+        results.append({"problem": r, "times_ms": times, "best": best})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
