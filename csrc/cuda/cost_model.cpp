@@ -53,18 +53,23 @@ double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk
          (fixup_ns + fixed_ns) / block_ns;
 }
 
+// K tiles whose loads are in flight while one is multiplied.
+int tiles_in_flight(int config) {
+  const MainloopConfig& m = kKernelConfigs[config].mainloop;
+  return m.family == MainloopFamily::CpAsync ? m.stages - 1 : 1;
+}
+
 // The latency floor of the waves: each block's K steps run one after another, each waiting
 // for its tile's loads unless the pipeline keeps the next ones in flight (stages - 1 tiles
 // for cp.async, one for register staging), and an SM runs its blocks in rounds of occ.
 // Small and deep-K problems, with few blocks a SM, are bound by this, not by throughput.
 double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int slice) {
-  const KernelConfig& c = kKernelConfigs[config];
-  const Tiling& t = c.tiling;
+  const Tiling& t = tiling_of(config);
   const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
   const TiledKernel kernel = kernel_for(key, config);
   const int64_t rounds = ceil_div(ceil_div(blocks, sm_count(key.device)), blocks_per_sm(kernel, key.device));
-  const int in_flight = c.mainloop.family == MainloopFamily::CpAsync ? c.mainloop.stages - 1 : 1;
-  return double(rounds) * double(ceil_div(slice, t.bk)) * profile_of(key.device).k_step_latency_ns / in_flight;
+  return double(rounds) * double(ceil_div(slice, t.bk)) * profile_of(key.device).k_step_latency_ns /
+         tiles_in_flight(config);
 }
 
 // Estimated nanoseconds: the waves of blocks (block_times, or stream_k_block_times under a
@@ -168,7 +173,14 @@ std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& ke
       if (const auto sk = stream_k_schedule(key, c)) out.push_back({model_ns(key, c, 1, &*sk), TilingChoice{c, 1, true}});
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  // Equal estimates mean the same bound decides (moving the operands, usually) and the model
+  // cannot tell the candidates apart; the one with more tiles in flight then loses less to
+  // the load latency and epilogue it does not price (docs/performance.md, step 30: the
+  // cp.async 64 x 64 tiling beat the register-staged one on 34 of the sweep's 40 weakest).
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first < y.first;
+    return tiles_in_flight(x.second.config) > tiles_in_flight(y.second.config);
+  });
   return out;
 }
 
