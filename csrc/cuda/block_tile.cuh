@@ -213,10 +213,68 @@ __device__ __forceinline__ void store_partial_tile(float* tile, int a_row, int b
       }
 }
 
+// Rows that are not 16-byte aligned (an output or split-K workspace whose row length is not
+// a multiple of 4) are written element by element. Stored straight from the registers, a
+// warp's element stores would fall 16 bytes apart, four per 32-byte sector, so each sector
+// is written four times by four instructions. Instead each warp passes every fragment row
+// through a 128-float shared buffer of its own and writes it back with consecutive lanes on
+// consecutive columns: runs of 4 * kLanesN floats (32 for t84, 16 for t816), each sector
+// written once. Only __syncwarp is needed: no other warp touches the buffer.
+template <class S>
+__device__ __forceinline__ void store_accumulators_staged(const GemmParams& p, const BlockTile<S>& blk,
+                                                          const float (&acc)[S::TM][S::TN]) {
+  constexpr int kRun = S::kLanesN * 4;  // contiguous columns of one fragment row in a warp
+  __shared__ __align__(16) float staging[S::kThreads / 32][32 * 4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float* buf = staging[warp];
+  // Partial sums are copies (alpha 1, no C) into the workspace's rows of n floats.
+  const bool partial = p.k_splits > 1;
+  float* const dst = partial ? partial_row(p, blk.split, blk.batch, 0) : p.d + blk.batch * p.d_batch_stride;
+  const int64_t ld = partial ? int64_t(p.n) : p.d_ld;
+  const float alpha = partial ? 1.0f : p.alpha;
+  const float* const c =
+      !partial && p.beta != 0.0f && p.c != nullptr ? p.c + blk.batch * p.c_batch_stride : nullptr;
+  // As in the vector path: copies through an opaque 1 keep the accumulators out of aligned quads.
+  const float one = S::kSteerBanks ? opaque_one() : 1.0f;
+  // The warp's first row and column; lane row r of fragment row (fm, i) is row
+  // warp_row + fm * kLanesM * 4 + r * 4 + i, as in place_thread.
+  const int warp_row = blk.m0 + blk.a_row - (lane / S::kLanesN) * 4;
+  const int warp_col = blk.n0 + blk.b_col - (lane % S::kLanesN) * 4;
+#pragma unroll
+  for (int fm = 0; fm < S::kFragsM; ++fm)
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int fn = 0; fn < S::kFragsN; ++fn) {
+        const float* v = &acc[fm * 4 + i][fn * 4];
+        *reinterpret_cast<float4*>(&buf[lane * 4]) = make_float4(one * v[0], one * v[1], one * v[2], one * v[3]);
+        __syncwarp();
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int e = q * 32 + lane;  // lane l wrote elements 4l .. 4l + 3: lane row l / kLanesN
+          const int row = warp_row + fm * S::kLanesM * 4 + (e / kRun) * 4 + i;
+          const int col = warp_col + fn * kRun + e % kRun;
+          if (row >= p.m || col >= p.n) continue;
+          float out = alpha * buf[e];
+          if (c != nullptr) out += p.beta * c[row * p.c_row_stride + col * p.c_col_stride];
+          dst[row * ld + col] = out;
+        }
+        __syncwarp();
+      }
+}
+
 // D = alpha * acc + beta * C, or the raw partial sums of a K split, four columns at a time.
 template <class S>
 __device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,
                                                    const float (&acc)[S::TM][S::TN]) {
+  // Kernels held to 128 registers (four blocks a SM) with 64 accumulators have none to
+  // spare for the staging: ptxas then spills inside the main loop (64 x 128 x 8).
+  if constexpr (S::kMinBlocks < 4 || S::TM * S::TN <= 32) {
+    if (p.k_splits == 1 ? !p.d_vec4 : p.n % 4 != 0) {
+      store_accumulators_staged(p, blk, acc);
+      return;
+    }
+  }
   // Partial sums leave through 128-bit stores; scaled by an opaque 1 they are copies, so the
   // stores do not need the accumulators themselves in aligned quads (MainloopPolicy::kSteerBanks).
   const float one = S::kSteerBanks ? opaque_one() : 1.0f;
