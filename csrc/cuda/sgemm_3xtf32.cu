@@ -19,8 +19,11 @@ namespace vecgemm {
 namespace {
 
 using tf32x3::Tf32x3Shape;
-using Shape128x128 = Tf32x3Shape<128, 128, 3>;
-using Shape128x256 = Tf32x3Shape<128, 256, 3>;
+// Warps of 64 x 32. 128 x 128: 8 warps, one block per SM (the registers), so 4 stages
+// (128 KB) to cover the pipeline bubbles no second block hides. 128 x 64: 4 warps, two
+// blocks per SM (72 KB each), as the 64 x 64-warp kernel's faster 128 x 128 config was.
+using Shape128x128 = Tf32x3Shape<128, 128, 4>;
+using Shape128x64 = Tf32x3Shape<128, 64, 3>;
 
 [[noreturn]] void fail(const std::string& what) {
 #ifdef VECGEMM_HAVE_C10
@@ -116,27 +119,29 @@ void launch_shape(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStre
 
 Tf32x3ConfigInfo tf32x3_config_info(int config) {
   if (config == 0) return {Shape128x128::BM, Shape128x128::BN, Shape128x128::kThreads, Shape128x128::kSmemBytes};
-  if (config == 1) return {Shape128x256::BM, Shape128x256::BN, Shape128x256::kThreads, Shape128x256::kSmemBytes};
+  if (config == 1) return {Shape128x64::BM, Shape128x64::BN, Shape128x64::kThreads, Shape128x64::kSmemBytes};
   fail("no config " + std::to_string(config));
 }
 
 const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4) {
   if (config == 0) return entry_of<Shape128x128>(la, lb, vec4);
-  if (config == 1) return entry_of<Shape128x256>(la, lb, vec4);
+  if (config == 1) return entry_of<Shape128x64>(la, lb, vec4);
   fail("no config " + std::to_string(config));
 }
 
 int tf32x3_default_config(const GemmParams&) {
-  // 128 x 128 (two blocks of 4 warps per SM) measured faster than 128 x 256 (one block of 8)
-  // at every size on the H200: 67.4 against 62.7 TFLOP/s at 4096^3 rr, 68.7 against 63.2 at
-  // 8192^3; two independent blocks hide each other's barrier and pipeline bubbles.
-  return 0;
+  // Not yet timed with 64 x 32 warps. With 64 x 64 warps, two blocks of 4 warps per SM
+  // measured faster than one of 8 at every size on the H200 (67.4 against 62.7 TFLOP/s at
+  // 4096^3 rr): two independent blocks hide each other's barrier and pipeline bubbles. So
+  // 128 x 64 (two blocks of 4) until the probe says otherwise; it reads 1.5x the operand
+  // bytes per flop of 128 x 128 (~2.8 TB/s from L2 at 60 TFLOP/s), within the H200's L2.
+  return 1;
 }
 
 void launch_sgemm_3xtf32_config(int config, const GemmParams& p, Layout la, Layout lb, bool vec4,
                                 cudaStream_t stream) {
   if (config == 0) return launch_shape<Shape128x128>(p, la, lb, vec4, stream);
-  if (config == 1) return launch_shape<Shape128x256>(p, la, lb, vec4, stream);
+  if (config == 1) return launch_shape<Shape128x64>(p, la, lb, vec4, stream);
   fail("no config " + std::to_string(config));
 }
 

@@ -16,7 +16,8 @@ namespace vecgemm {
 void launch_sgemm_3xtf32(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
 
 // The block tilings it is compiled for, by index, for probes and tuning:
-// 0: 128 x 128 (4 warps, two blocks per SM), 1: 128 x 256 (8 warps, one block per SM).
+// 0: 128 x 128 (8 warps of 64 x 32, one block per SM), 1: 128 x 64 (4 warps, two blocks
+// per SM).
 inline constexpr int kNumTf32x3Configs = 2;
 struct Tf32x3ConfigInfo {
   int bm, bn, threads, smem_bytes;
