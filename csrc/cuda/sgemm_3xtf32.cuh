@@ -474,7 +474,7 @@ __device__ __forceinline__ bool rescale_rows(const float (&acc)[S::kMTiles][S::k
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
       int k = 0;
-      if (m > 0.0f && m < kTinyResult) k = kRescaledExponent - ilogbf(m);  // 50 .. 109
+      if (m > 0.0f && m < kTinyResult) k = kRescaledExponent - ilogbf(m);  // 51 .. 109
       scale[2 * i + h] = __int_as_float((127 + k) << 23);
       any |= k != 0;
     }
