@@ -133,6 +133,23 @@ def test_switch_and_context_manager():
     assert torch_vecgemm.get_precision() == "ieee" == torch_vecgemm._C._get_precision()
 
 
+def test_switch_set_from_many_threads():
+    # The two copies of the switch (C++ for the ops, Python for torch.compile) are set
+    # together under a lock: racing threads leave them equal.
+    import threading
+
+    def toggle(i):
+        for j in range(300):
+            torch_vecgemm.set_precision(("ieee", "3xtf32")[(i + j) % 2])
+
+    threads = [threading.Thread(target=toggle, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert torch_vecgemm.get_precision() == torch_vecgemm._C._get_precision()
+
+
 @pytest.mark.parametrize("value,expected,warns", [("3xtf32", "3xtf32", False), (" 3XTF32 ", "3xtf32", False),
                                                   ("ieee", "ieee", False), ("auto", "ieee", True),
                                                   ("fast", "ieee", True), ("", "ieee", True)])
