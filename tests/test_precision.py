@@ -26,6 +26,7 @@ from conftest import (
     ops,
     poison_allocator,
     randn,
+    requires_kernels,
 )
 
 ACCEPTED = ("auto", "ieee", "3xtf32")
@@ -188,6 +189,24 @@ def test_tf32x3_variants_named_by_rule():
     for name in TF32X3_KERNELS:
         assert name.split("_")[0] == "tf32x3" and name.split("_")[-1] in ("mma", "wgmma"), name
         assert name not in TILINGS
+
+
+@requires_kernels
+def test_precision_rules_checked_without_a_gpu(rng):
+    # The rules between variant and precision depend on names alone: checked on CPU tensors.
+    A, B = randn(rng, 64, 32, device="cpu"), randn(rng, 32, 48, device="cpu")
+    tiled, row = TILINGS[0], TF32X3_KERNELS[0]
+    violation = torch_vecgemm._C._kernel_violation
+    column_major_b = B.t().contiguous().t()  # gemv: M = 1 with a column-major B
+    assert "computes in IEEE fp32" in violation(A[:1], column_major_b, None, "gemv", "3xtf32")
+    assert "computes in IEEE fp32, but precision='3xtf32'" in violation(A, B, None, tiled, "3xtf32")
+    assert "computes in 3xTF32, but precision='ieee'" in violation(A, B, None, row, "ieee")
+    for variant, precision in [(tiled, "ieee"), (tiled, "auto"), (row, "3xtf32"), (row, "auto"), ("auto", "3xtf32")]:
+        assert violation(A, B, None, variant, precision) is None, (variant, precision)
+    with torch_vecgemm.precision("3xtf32"):  # a named kernel keeps its precision under the switch
+        assert violation(A, B, None, tiled, "auto") is None
+    with pytest.raises(ValueError, match=NAMES_ACCEPTED):
+        violation(A, B, None, tiled, "fp32")
 
 
 # ---- autograd --------------------------------------------------------------------------------------
@@ -360,8 +379,8 @@ def test_strict_conflicts_raise(rng):
     A, B = randn(rng, 64, 32), randn(rng, 32, 48)
     with pytest.raises(RuntimeError, match="computes in IEEE fp32.*precision='3xtf32'"):
         ops.sgemm(A, B, None, 1.0, 0.0, TILINGS[0], "3xtf32")
-    with pytest.raises(RuntimeError, match="computes in IEEE fp32"):
-        ops.sgemm(A, B, None, 1.0, 0.0, "gemv", "3xtf32")
+    with pytest.raises(RuntimeError, match="computes in IEEE fp32"):  # (a shape gemv takes)
+        ops.sgemm(A[:1], B.t().contiguous().t(), None, 1.0, 0.0, "gemv", "3xtf32")
     with pytest.raises(RuntimeError, match="computes in 3xTF32.*precision='ieee'"):
         ops.sgemm(A, B, None, 1.0, 0.0, TF32X3_KERNELS[0], "ieee")
     with pytest.raises(RuntimeError, match="computes in 3xTF32"):
