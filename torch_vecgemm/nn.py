@@ -66,10 +66,12 @@ def _retype(model: torch.nn.Module, old: type, new: type, include: Selector, exc
             continue
         # Same object, same parameters, buffers and hooks: only the class (its forward) changes.
         module.__class__ = new
-        if precision is not None:
+        # "auto" is Linear's class default: only another precision is the layer's own, and a
+        # layer turned back into a torch.nn.Linear keeps nothing of ours.
+        if precision not in (None, "auto"):
             module.precision = precision
         else:
-            module.__dict__.pop("precision", None)  # back to a torch.nn.Linear: nothing of ours left
+            module.__dict__.pop("precision", None)
         swapped.append(name)
     return swapped
 
