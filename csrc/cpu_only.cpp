@@ -8,10 +8,12 @@
 
 namespace vecgemm {
 
-Reason kernel_violation(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                        const std::string&) {
+Reason kernel_violation(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, const std::string&,
+                        PrecisionRequest) {
   return "torch_vecgemm was built without CUDA kernels";
 }
+
+Precision effective_precision(const std::string&, PrecisionRequest precision) { return resolve(precision); }
 
 std::vector<std::string> available_variants() { return {"auto"}; }
 
@@ -28,16 +30,17 @@ void clear_tuning_cache() {}
 void set_dependent_launch(bool) {}
 
 PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                         const std::string& variant) {
+                         const std::string& variant, const std::string& precision) {
   PlanSummary out;
   out.family = "fallback";
-  out.fallback_reason = *fallback_reason(A, B, C, variant);
+  out.fallback_reason = *fallback_reason(A, B, C, variant, precision);
   out.description = "fallback: " + *out.fallback_reason;
   return out;
 }
 
-std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
-  return plan_summary(A, B, std::nullopt, variant).description;
+std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant,
+                            const std::string& precision) {
+  return plan_summary(A, B, std::nullopt, variant, precision).description;
 }
 
 std::vector<int> built_architectures() { return {}; }

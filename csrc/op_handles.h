@@ -9,12 +9,15 @@
 
 namespace vecgemm {
 
+// The trailing string_view is the precision ("auto", "ieee", "3xtf32"); the strict op's
+// variant comes before it.
 using GemmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
-                                 double);
+                                 double, c10::string_view);
 using SgemmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
-                                  double, c10::string_view);
+                                  double, c10::string_view, c10::string_view);
 
-using LinearSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&);
+using LinearSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                   c10::string_view);
 
 const c10::TypedOperatorHandle<GemmSignature>& gemm_op();      // vecgemm::gemm, the lenient op
 const c10::TypedOperatorHandle<SgemmSignature>& sgemm_op();    // vecgemm::sgemm, the strict op

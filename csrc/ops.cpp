@@ -5,8 +5,9 @@
 #include <torch/extension.h>
 #include <torch/library.h>
 
-#include "problem.h"
 #include "op_handles.h"
+#include "precision.h"
+#include "problem.h"
 #include "reference.h"
 
 namespace vecgemm {
@@ -40,14 +41,17 @@ const c10::TypedOperatorHandle<LinearSignature>& linear_op() {
 
 namespace {
 
+// Off the GPU every precision computes as ATen does (IEEE); a misspelt one is still an error.
 at::Tensor sgemm_aten(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                      double alpha, double beta, c10::string_view /*variant: CUDA only*/) {
+                      double alpha, double beta, c10::string_view /*variant: CUDA only*/, c10::string_view precision) {
+  parse_precision(precision);
   if (auto r = contract_violation(A, B, C)) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
   return gemm_reference(A, B, C, alpha, beta);
 }
 
 void sgemm_inplace_aten(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha,
-                               double beta, c10::string_view /*variant: CUDA only*/) {
+                               double beta, c10::string_view /*variant: CUDA only*/, c10::string_view precision) {
+  parse_precision(precision);
   Reason r = contract_violation(A, B, C);
   if (!r) r = inplace_violation(C, A, B);
   if (r) TORCH_CHECK(false, "vecgemm.sgemm_: ", *r);
@@ -58,25 +62,28 @@ void sgemm_inplace_aten(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
 // into rows, weight^T a column-major view the kernels read in place, the bias added in the
 // epilogue as a broadcast C. Composite: autograd, torch.compile and DTensor see the
 // reshapes, the transpose and the product, each with its own rules.
-at::Tensor linear_composite(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
+at::Tensor linear_composite(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            c10::string_view precision) {
+  parse_precision(precision);  // before torch's own path, which would not read it
   if (input.dim() < 1 || weight.dim() != 2 || input.sym_size(-1) != weight.sym_size(-1))
     return at::linear(input, weight, bias);  // torch's result, or torch's error
   const bool with_bias = bias.has_value() && bias->defined();
   const std::optional<at::Tensor> c = with_bias ? bias : std::nullopt;
   const double beta = with_bias ? 1.0 : 0.0;
-  if (input.dim() == 2) return gemm_op().call(input, weight.t(), c, 1.0, beta);
+  if (input.dim() == 2) return gemm_op().call(input, weight.t(), c, 1.0, beta, precision);
   const c10::SymIntArrayRef sizes = input.sym_sizes();
   // The row count written out: reshape(-1, 0) cannot infer the -1 of an empty input.
   c10::SymInt rows = 1;
   for (size_t d = 0; d + 1 < sizes.size(); ++d) rows *= sizes[d];
-  const at::Tensor out = gemm_op().call(input.reshape_symint({rows, sizes.back()}), weight.t(), c, 1.0, beta);
+  const at::Tensor out = gemm_op().call(input.reshape_symint({rows, sizes.back()}), weight.t(), c, 1.0, beta, precision);
   std::vector<c10::SymInt> out_sizes(sizes.begin(), sizes.end() - 1);
   out_sizes.push_back(weight.sym_size(0));
   return out.reshape_symint(out_sizes);
 }
 
 at::Tensor gemm_aten(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                     double alpha, double beta) {
+                     double alpha, double beta, c10::string_view precision) {
+  parse_precision(precision);
   return gemm_reference(A, B, C, alpha, beta);
 }
 
@@ -84,17 +91,21 @@ at::Tensor gemm_aten(const at::Tensor& A, const at::Tensor& B, const std::option
 
 TORCH_LIBRARY(vecgemm, m) {
   // Strict: float32 operands the chosen kernel can take, else a RuntimeError naming the rule.
+  // precision: "auto" (the process-wide switch, read when the product runs), "ieee" or
+  // "3xtf32" (precision.h); last, so that calls written before it keep their meaning.
   m.def("sgemm(Tensor A, Tensor B, Tensor? C=None, float alpha=1.0, float beta=0.0, "
-        "str variant=\"auto\") -> Tensor");
+        "str variant=\"auto\", str precision=\"auto\") -> Tensor");
   // In place, as BLAS: C = alpha * A @ B + beta * C. It returns nothing because
   // functionalization (torch.compile) cannot handle a custom op returning an alias of an
   // input.
   m.def("sgemm_(Tensor(a!) C, Tensor A, Tensor B, float alpha=1.0, float beta=0.0, "
-        "str variant=\"auto\") -> ()");
+        "str variant=\"auto\", str precision=\"auto\") -> ()");
   // Lenient: any input torch.addmm / torch.baddbmm accept; the kernel where it applies.
-  m.def("gemm(Tensor A, Tensor B, Tensor? C=None, float alpha=1.0, float beta=0.0) -> Tensor");
+  // A 3xTF32 request the GPU cannot serve runs in IEEE fp32 (plan() says why).
+  m.def("gemm(Tensor A, Tensor B, Tensor? C=None, float alpha=1.0, float beta=0.0, "
+        "str precision=\"auto\") -> Tensor");
   // torch.nn.functional.linear on the lenient op.
-  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
+  m.def("linear(Tensor input, Tensor weight, Tensor? bias=None, str precision=\"auto\") -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(vecgemm, CompositeImplicitAutograd, m) { m.impl("linear", &linear_composite); }

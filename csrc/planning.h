@@ -11,23 +11,31 @@
 namespace vecgemm {
 
 struct PlanSummary {
-  std::string family;       // "tiled", "async", "gemv", "vectorized", "empty" or "fallback"
+  std::string family;       // "tiled", "async", "gemv", "vectorized", "tf32x3", "empty" or "fallback"
   std::optional<std::string> kernel;  // the kernel's variant name; none for "empty" and "fallback"
   int split_k = 1;
   bool stream_k = false;
   std::optional<std::string> copy_a, copy_b;  // the copy's storage order, "row-major" or "column-major"
   std::string orders;        // the storage orders the kernel reads, "rr" .. "cc"; "" on fallback
   std::optional<std::string> fallback_reason;
+  // What the kernel computes in, "ieee" or "3xtf32"; none on "fallback" (torch's own
+  // settings decide there).
+  std::optional<std::string> precision;
+  // 3xTF32 was asked for (or the switch asks for it) but the GPU or the build cannot run
+  // it: why; the lenient ops then run IEEE fp32 (the strict ones raise this).
+  std::optional<std::string> precision_fallback;
   bool autotune_pending = false;
   std::string description;   // describe(): what selected_kernel returns
 };
 
+// The lenient op's plan for variant "auto", the strict op's for any other variant.
 PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                         const std::string& variant);
+                         const std::string& variant, const std::string& precision = "auto");
 
 // plan_summary(...).description: a kernel name (with its split-K factor, tail, copies) or
 // "fallback: <reason>".
-std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant);
+std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant,
+                            const std::string& precision = "auto");
 
 // Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per
 // SM): the slots a wave fills.

@@ -118,11 +118,13 @@ Reason inplace_violation(const at::Tensor& C, const at::Tensor& A, const at::Ten
   return std::nullopt;
 }
 
-Reason fallback_reason(const at::Tensor& A, const at::Tensor& B,
-                       const std::optional<at::Tensor>& C, const std::string& variant) {
+Reason fallback_reason(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                       const std::string& variant, const std::string& precision) {
+  // First: a misspelt precision is the caller's error on every device, never a fallback.
+  const PrecisionRequest request = parse_precision(precision);
   if (auto r = contract_violation(A, B, C)) return r;
   if (!A.is_cuda()) return "not on a CUDA device (" + A.device().str() + ")";
-  return kernel_violation(A, B, C, variant);
+  return kernel_violation(A, B, C, variant, request);
 }
 
 }  // namespace vecgemm

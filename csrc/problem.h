@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gemm_params.h"
+#include "precision.h"
 
 namespace vecgemm {
 
@@ -41,14 +42,21 @@ Reason contract_violation(const at::Tensor& A, const at::Tensor& B,
 // kernels can write, no element written twice, no overlap with A or B.
 Reason inplace_violation(const at::Tensor& C, const at::Tensor& A, const at::Tensor& B);
 
-// Whether the named CUDA variant can run this problem ("auto": the default selection).
-// Implemented beside the kernels (cuda/dispatch.cpp), or by cpu_only.cpp.
-Reason kernel_violation(const at::Tensor& A, const at::Tensor& B,
-                        const std::optional<at::Tensor>& C, const std::string& variant);
+// Whether the named CUDA variant can run this problem ("auto": the default selection) in
+// the precision asked for. Implemented beside the kernels (cuda/dispatch.cpp), or by
+// cpu_only.cpp.
+Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                        const std::string& variant, PrecisionRequest precision);
 
-// The full answer: contract, device, kernel. None means the kernel will run.
-Reason fallback_reason(const at::Tensor& A, const at::Tensor& B,
-                       const std::optional<at::Tensor>& C, const std::string& variant);
+// The precision a call computes in: the one asked for; for "auto", that of the kernel the
+// variant names if it names one (a tf32x3_ row: 3xTF32; any other: IEEE), else the switch.
+// Beside the kernels too (the names are theirs); a CPU-only build resolves the request.
+Precision effective_precision(const std::string& variant, PrecisionRequest precision);
+
+// The full answer: contract, device, kernel. None means the kernel will run. Raises a
+// ValueError for a precision that is not one of the accepted names.
+Reason fallback_reason(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                       const std::string& variant, const std::string& precision = "auto");
 
 std::vector<std::string> available_variants();
 

@@ -4,6 +4,7 @@
 
 #include "op_handles.h"
 #include "planning.h"
+#include "precision.h"
 #include "problem.h"
 #include "tuning.h"
 
@@ -15,22 +16,36 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // modes and tensor subclasses. The GIL is released for the call, as torch's own bindings do.
   m.def(
       "gemm",
-      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha, double beta) {
-        return vecgemm::gemm_op().call(A, B, C, alpha, beta);
-      },
-      py::call_guard<py::gil_scoped_release>());
+      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha, double beta,
+         const std::string& precision) { return vecgemm::gemm_op().call(A, B, C, alpha, beta, precision); },
+      py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("alpha") = 1.0, py::arg("beta") = 0.0,
+      py::arg("precision") = "auto", py::call_guard<py::gil_scoped_release>());
   m.def(
       "linear",
-      [](const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias) {
-        return vecgemm::linear_op().call(input, weight, bias);
-      },
+      [](const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+         const std::string& precision) { return vecgemm::linear_op().call(input, weight, bias, precision); },
+      py::arg("input"), py::arg("weight"), py::arg("bias") = py::none(), py::arg("precision") = "auto",
       py::call_guard<py::gil_scoped_release>());
   m.def("fallback_reason", &vecgemm::fallback_reason, py::arg("A"), py::arg("B"),
-        py::arg("C") = py::none(), py::arg("variant") = "auto",
+        py::arg("C") = py::none(), py::arg("variant") = "auto", py::arg("precision") = "auto",
         "None if the CUDA kernel will run for alpha * A @ B + beta * C, else why not.");
   // The CUDA-side rules alone, on tensors of any device: lets tests check them without a GPU.
-  m.def("_kernel_violation", &vecgemm::kernel_violation, py::arg("A"), py::arg("B"), py::arg("C") = py::none(),
-        py::arg("variant") = "auto");
+  m.def(
+      "_kernel_violation",
+      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, const std::string& variant,
+         const std::string& precision) {
+        return vecgemm::kernel_violation(A, B, C, variant, vecgemm::parse_precision(precision));
+      },
+      py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
+      py::arg("precision") = "auto");
+  // The switch behind precision "auto" (precision.h); torch_vecgemm.set_precision keeps its
+  // Python mirror, which torch.compile guards on, in step.
+  m.def("_set_precision", [](const std::string& name) {
+    vecgemm::set_default_precision(vecgemm::parse_switch_precision(name));
+  });
+  m.def("_get_precision", [] { return std::string(vecgemm::precision_name(vecgemm::default_precision())); });
+  m.def("_check_precision", [](const std::string& name) { vecgemm::parse_precision(name); },
+        "Raises the ops' ValueError unless name is a precision they accept.");
   m.def("variants", &vecgemm::available_variants, "Kernel variants this build can run.");
   m.def("cuda_kernels_built", [] { return vecgemm::available_variants().size() > 1; });
   m.def("set_autotune", &vecgemm::set_autotune);
@@ -44,11 +59,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_set_dependent_launch", &vecgemm::set_dependent_launch,
         "Measurement knob: whether the second passes may overlap the end of the kernel before them.");
   m.def("selected_kernel", &vecgemm::selected_kernel, py::arg("A"), py::arg("B"), py::arg("variant") = "auto",
+        py::arg("precision") = "auto",
         "The kernel (and split-K factor) A @ B would run on, or 'fallback: <reason>'.");
   m.def(
       "plan",
-      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, const std::string& variant) {
-        const vecgemm::PlanSummary s = vecgemm::plan_summary(A, B, C, variant);
+      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, const std::string& variant,
+         const std::string& precision) {
+        const vecgemm::PlanSummary s = vecgemm::plan_summary(A, B, C, variant, precision);
         py::dict d;
         d["family"] = s.family;
         d["kernel"] = s.kernel;
@@ -58,12 +75,14 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         d["copy_b"] = s.copy_b;
         d["orders"] = s.orders;
         d["fallback_reason"] = s.fallback_reason;
+        d["precision"] = s.precision;
+        d["precision_fallback"] = s.precision_fallback;
         d["autotune_pending"] = s.autotune_pending;
         d["description"] = s.description;
         return d;
       },
       py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
-      "How alpha * A @ B + beta * C would run (pure: nothing is allocated, launched or timed).");
+      py::arg("precision") = "auto", "How alpha * A @ B + beta * C would run (pure: nothing is allocated, launched or timed).");
   m.def("built_architectures", &vecgemm::built_architectures,
         "The GPU architectures the kernels were compiled for, as nvcc numbers them (900 for sm_90).");
   m.def("resident_blocks", &vecgemm::resident_blocks, py::arg("config"),

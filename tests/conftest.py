@@ -47,7 +47,9 @@ LAYOUTS = ["rr", "rc", "cr", "cc"]
 # The library's own list of kernels, read at collection: a new tiling (or a new family of
 # them) is tested without editing the tests. A CPU-only build lists "auto" alone.
 VARIANTS = torch_vecgemm.variants()
-TILINGS = [v for v in VARIANTS if v not in ("auto", "vectorized", "gemv")]
+TILINGS = [v for v in VARIANTS if v.startswith(("tiled_", "async_"))]
+# The 3xTF32 kernels (precision "3xtf32"; tests/test_precision.py): tf32x3_<BM>x<BN>_<instruction>.
+TF32X3_KERNELS = [v for v in VARIANTS if v.startswith("tf32x3_")]
 # Names of the releases before the names were derived from the tilings, and what they are
 # now: the ops and the tuning cache still take them.
 FORMER_NAMES = {

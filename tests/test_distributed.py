@@ -70,6 +70,20 @@ def test_matrix_strategies_and_the_placement_of_a_bias():
     assert all(c is None for _, c in strategies_by_inputs(A, B).values())
 
 
+def test_strategies_take_every_scalar_argument():
+    # DTensor passes the op's arguments as the caller gave them: alpha, beta, the strict
+    # ops' variant and the precision, positional or by keyword, change no placement.
+    A, B, C = torch.empty(8, 6), torch.empty(6, 4), torch.empty(4)
+    plain = torch_vecgemm.distributed._out_of_place(A, B, C)
+    for args, kwargs in [((1.0, 0.5, "auto", "3xtf32"), {}), ((1.0, 0.5, "ieee"), {}),
+                         ((), {"alpha": 2.0, "precision": "3xtf32"}), ((1.0,), {"variant": "auto", "precision": "auto"})]:
+        assert torch_vecgemm.distributed._out_of_place(A, B, C, *args, **kwargs) == plain, (args, kwargs)
+    D = torch.empty(8, 4)
+    assert (torch_vecgemm.distributed._in_place(D, A, B, 1.0, 1.0, "auto", "3xtf32")
+            == torch_vecgemm.distributed._in_place(D, A, B, precision="ieee")
+            == torch_vecgemm.distributed._in_place(D, A, B))
+
+
 def test_batched_strategies():
     A, B, C = torch.empty(3, 8, 6), torch.empty(3, 6, 4), torch.empty(3, 1, 4)
     listed = strategies_by_inputs(A, B, C)
@@ -223,14 +237,16 @@ def _placed(t, mesh, placement):
 
 def run_op_cases(mesh, seed):
     found = {}
-    for name, (op, *_, alpha, beta, pa, pb, pc, _out, _comms) in OP_CASES.items():
+    for i, (name, (op, *_, alpha, beta, pa, pb, pc, _out, _comms)) in enumerate(OP_CASES.items()):
         A, B, C = (_placed(t, mesh, p) for t, p in zip(operands(name, seed), (pa, pb, pc)))
+        # The strategies take the precision, by keyword or not at all; it changes no placement.
+        extra = {} if i % 3 == 0 else {"precision": "3xtf32" if i % 3 == 1 else "ieee"}
         with CommDebugMode() as comms:
             if op == "sgemm_":
-                getattr(torch.ops.vecgemm, op)(C, A, B, alpha, beta)
+                getattr(torch.ops.vecgemm, op)(C, A, B, alpha, beta, **extra)
                 out = C
             else:
-                out = getattr(torch.ops.vecgemm, op)(A, B, C, alpha, beta)
+                out = getattr(torch.ops.vecgemm, op)(A, B, C, alpha, beta, **extra)
         found[name] = (out.placements[0], bd.collectives(comms), out.full_tensor())
     return found
 

@@ -16,13 +16,16 @@ from conftest import GPU, assert_gemm_close, measured_profile, ops, poison_alloc
 pytestmark = GPU
 
 
-def test_cuda_graph_capture(rng):
-    A, B = randn(rng, 256, 96), randn(rng, 96, 200)
-    out = torch_vecgemm.mm(A, B)  # warm-up outside the graph
+@pytest.mark.parametrize("precision,m,k,n", [("auto", 256, 96, 200), ("3xtf32", 256, 96, 200), ("3xtf32", 48, 4096, 40)])
+def test_cuda_graph_capture(precision, m, k, n, rng):
+    # 3xTF32 too: its launcher sets the kernel's shared-memory attribute on every launch,
+    # and its split-K workspace comes from the graph's pool.
+    A, B = randn(rng, m, k), randn(rng, k, n)
+    out = torch_vecgemm.mm(A, B, precision=precision)  # warm-up outside the graph
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = torch_vecgemm.mm(A, B)
-    A.copy_(randn(rng, 256, 96))
+        out = torch_vecgemm.mm(A, B, precision=precision)
+    A.copy_(randn(rng, m, k))
     out.fill_(float("nan"))
     graph.replay()
     torch.cuda.synchronize()

@@ -368,11 +368,12 @@ def test_linear_gradients_float64(device, rng):
 
 
 @gpu
-def test_float32_gradients_against_float64(rng):
+@pytest.mark.parametrize("precision", ["auto", "3xtf32"])
+def test_float32_gradients_against_float64(precision, rng):
     x = randn(rng, 300, 257).requires_grad_()
     W = randn(rng, 129, 257).requires_grad_()
     b = randn(rng, 129).requires_grad_()
-    out = torch_vecgemm.linear(x, W, b)
+    out = torch_vecgemm.linear(x, W, b, precision=precision)
     g = randn(rng, *out.shape)
     grads = torch.autograd.grad(out, (x, W, b), g)
     x64, W64, b64 = (t.detach().double().requires_grad_() for t in (x, W, b))
@@ -385,16 +386,20 @@ def test_float32_gradients_against_float64(rng):
     # The backward products ran on the kernels (transposed operands), not the fallback.
     assert torch_vecgemm.fallback_reason(g, W) is None
     assert torch_vecgemm.fallback_reason(g.t(), x) is None
+    if precision == "3xtf32":  # forward and backward on the 3xTF32 kernels
+        for a, b_ in ((x, W.t()), (g, W), (x.t(), g)):
+            assert torch_vecgemm.plan(a, b_, precision=precision).family == "tf32x3"
 
 
 # ---- torch.compile -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_torch_compile_fullgraph(device, rng):
+@pytest.mark.parametrize("precision", ["auto", "3xtf32"])
+def test_torch_compile_fullgraph(device, precision, rng):
     def block(x, w1, w2, bias):
-        h = torch.relu(torch.ops.vecgemm.sgemm(x, w1, bias, 1.0, 1.0))
-        return torch_vecgemm.mm(h, w2.t()).sum(dim=-1)
+        h = torch.relu(torch.ops.vecgemm.sgemm(x, w1, bias, 1.0, 1.0, precision=precision))
+        return torch_vecgemm.linear(h, w2, precision=precision).sum(dim=-1)
 
     compiled = torch.compile(block, fullgraph=True, backend="aot_eager" if device == "cpu" else "inductor")
     x, w1, w2, bias = (randn(rng, *s, device=device) for s in [(64, 32), (32, 48), (16, 48), (48,)])

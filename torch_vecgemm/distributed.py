@@ -29,8 +29,9 @@ and the partial results are later summed, so a C replicated on every rank would 
 once per rank. DTensor turns a Replicate C into Partial(sum) locally, as ``C / ranks`` on
 each, with no communication; this is what it does for ``aten.addmm``'s bias.
 
-The strategies depend only on the placements and shapes of A, B and C, never on alpha, beta
-or the variant: ``register_sharding`` keys its cache on the tensor arguments alone (the ops
+The strategies depend only on the placements and shapes of A, B and C, never on alpha, beta,
+the variant or the precision (each rank computes its local product in the precision asked
+for; the placements are the same): ``register_sharding`` keys its cache on the tensor arguments alone (the ops
 have no int argument, the first of which would start the hashed scalars), so a strategy that
 read beta would be reused for a later call with another beta.
 
@@ -102,14 +103,20 @@ def _placement_of_c(out, C, out_ndim):
     return Shard(dim) if dim >= 0 and C.shape[dim] != 1 else Replicate()
 
 
-def _out_of_place(A, B, C=None, alpha=1.0, beta=0.0, variant="auto"):
-    # alpha, beta and variant are not part of DTensor's cache key (see the module's doc).
-    return [(out, [*inputs, None, None, None]) for out, inputs in sharding_strategies(A, B, C)]
+# DTensor calls these with the op's arguments as given, positional or by keyword: the
+# scalars (alpha, beta, the strict ops' variant, precision) are taken whichever way they
+# come, and get no placement.
+_SCALARS = 4  # alpha, beta, variant, precision: the most an op has
 
 
-def _in_place(C, A, B, alpha=1.0, beta=0.0, variant="auto"):
+def _out_of_place(A, B, C=None, *scalars, **keywords):
+    # alpha, beta, variant and precision are not part of DTensor's cache key (see the module's doc).
+    return [(out, [*inputs] + [None] * _SCALARS) for out, inputs in sharding_strategies(A, B, C)]
+
+
+def _in_place(C, A, B, *scalars, **keywords):
     # No output: C, first of the inputs, carries the result's placement.
-    return [([], [out, a, b, None, None, None])
+    return [([], [out, a, b] + [None] * _SCALARS)
             for (out,), (a, b, c) in sharding_strategies(A, B, C)
             if c == out]
 

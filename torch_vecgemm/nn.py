@@ -5,7 +5,9 @@
 initialisation and ``state_dict``), so checkpoints load into either and code that checks
 ``isinstance(m, nn.Linear)`` keeps working; only ``forward`` differs: ``x @ W.T + b`` runs
 through ``torch_vecgemm.linear``, with the bias added in the kernel's epilogue, and falls back
-to torch wherever the kernels cannot take the input.
+to torch wherever the kernels cannot take the input. Its ``precision`` (a keyword of the
+constructor and of ``swap_linear``; ``"auto"``, ``"ieee"`` or ``"3xtf32"``) is a plain
+attribute, not state: checkpoints do not carry it.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from typing import Callable, Iterable, Union
 import torch
 from torch import Tensor
 
+from . import _precision
 from ._ops import linear
 
 __all__ = ["Linear", "swap_linear", "unswap_linear"]
@@ -25,10 +28,23 @@ Selector = Union[str, Iterable[str], Callable[[str, torch.nn.Module], bool], Non
 
 
 class Linear(torch.nn.Linear):
-    """``torch.nn.Linear`` computed by torch_vecgemm's kernels."""
+    """``torch.nn.Linear`` computed by torch_vecgemm's kernels, in ``precision`` (forward and
+    backward): ``"auto"`` (the switch, ``torch_vecgemm.set_precision``), ``"ieee"`` or
+    ``"3xtf32"``."""
+
+    precision: str = "auto"  # a layer swapped in by an older release has no attribute of its own
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None, *,
+                 precision: str = "auto") -> None:
+        super().__init__(in_features, out_features, bias, device, dtype)
+        self.precision = _precision.check(precision)
 
     def forward(self, input: Tensor) -> Tensor:
-        return linear(input, self.weight, self.bias)
+        return linear(input, self.weight, self.bias, precision=self.precision)
+
+    def extra_repr(self) -> str:
+        text = super().extra_repr()
+        return text if self.precision == "auto" else f"{text}, precision={self.precision!r}"
 
 
 def _matches(selector: Selector, name: str, module: torch.nn.Module) -> bool:
@@ -38,7 +54,8 @@ def _matches(selector: Selector, name: str, module: torch.nn.Module) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-def _retype(model: torch.nn.Module, old: type, new: type, include: Selector, exclude: Selector) -> list[str]:
+def _retype(model: torch.nn.Module, old: type, new: type, include: Selector, exclude: Selector,
+            precision: str | None) -> list[str]:
     swapped = []
     for name, module in model.named_modules():
         if type(module) is not old:  # subclasses of nn.Linear with their own forward stay
@@ -49,21 +66,29 @@ def _retype(model: torch.nn.Module, old: type, new: type, include: Selector, exc
             continue
         # Same object, same parameters, buffers and hooks: only the class (its forward) changes.
         module.__class__ = new
+        # "auto" is Linear's class default: only another precision is the layer's own, and a
+        # layer turned back into a torch.nn.Linear keeps nothing of ours.
+        if precision not in (None, "auto"):
+            module.precision = precision
+        else:
+            module.__dict__.pop("precision", None)
         swapped.append(name)
     return swapped
 
 
-def swap_linear(model: torch.nn.Module, *, include: Selector = None, exclude: Selector = None) -> list[str]:
-    """Make every ``torch.nn.Linear`` of ``model`` (itself included) a ``Linear``, in place,
-    keeping its weights; returns the qualified names of the layers swapped.
+def swap_linear(model: torch.nn.Module, *, include: Selector = None, exclude: Selector = None,
+                precision: str = "auto") -> list[str]:
+    """Make every ``torch.nn.Linear`` of ``model`` (itself included) a ``Linear`` computing in
+    ``precision``, in place, keeping its weights; returns the qualified names of the layers
+    swapped.
 
     ``include`` / ``exclude``: fnmatch patterns over the names ``model.named_modules()`` gives
     (``"blocks.*.mlp.*"``), or a predicate ``(name, module) -> bool``. Subclasses of
     ``torch.nn.Linear`` with a forward of their own are left alone.
     """
-    return _retype(model, torch.nn.Linear, Linear, include, exclude)
+    return _retype(model, torch.nn.Linear, Linear, include, exclude, _precision.check(precision))
 
 
 def unswap_linear(model: torch.nn.Module, *, include: Selector = None, exclude: Selector = None) -> list[str]:
     """The inverse of ``swap_linear``: every ``Linear`` becomes a ``torch.nn.Linear`` again."""
-    return _retype(model, Linear, torch.nn.Linear, include, exclude)
+    return _retype(model, Linear, torch.nn.Linear, include, exclude, None)

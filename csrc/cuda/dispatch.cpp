@@ -18,6 +18,7 @@
 #include "kernel_configs.h"
 #include "kernels.h"
 #include "plan.h"
+#include "tf32x3_kernels.h"
 
 namespace vecgemm {
 namespace {
@@ -113,58 +114,103 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
   return std::nullopt;
 }
 
+// The precision rules of a call whose variant parses: a precision asked for explicitly must
+// be the one the named kernel computes in, and 3xTF32 needs a row that runs on the GPU.
+// Apart from violation() because the lenient op answers them differently: it runs IEEE fp32
+// instead (plan().precision_fallback says why), where the strict ops raise.
+Reason precision_violation(const at::Tensor& A, const Variant& variant, const std::string& variant_name,
+                           PrecisionRequest request) {
+  const bool names_tf32x3 = std::holds_alternative<FixedTf32x3>(variant);
+  const bool names_ieee = !names_tf32x3 && !std::holds_alternative<AutoSelect>(variant);
+  if (request == PrecisionRequest::Ieee && names_tf32x3)
+    return "variant " + variant_name + " computes in 3xTF32, but precision='ieee' was asked for; pass "
+           "precision='3xtf32' or 'auto' with it, or an IEEE variant";
+  if (request == PrecisionRequest::Tf32x3 && names_ieee)
+    return "variant " + variant_name + " computes in IEEE fp32, but precision='3xtf32' was asked for; pass "
+           "variant='auto' or a tf32x3_ variant (torch_vecgemm.variants()) with it";
+  if (effective_precision(variant_name, request) != Precision::Tf32x3 || !A.is_cuda()) return std::nullopt;
+  if (const auto* fixed = std::get_if<FixedTf32x3>(&variant)) return tf32x3_violation(fixed->row, A.get_device());
+  return tf32x3_row_for(A.get_device()).reason;
+}
+
+// A resolved precision as an explicit request: what a call passes on once it has read the
+// switch, so that one call reads it once even if another thread sets it meanwhile.
+PrecisionRequest as_request(Precision p) {
+  return p == Precision::Tf32x3 ? PrecisionRequest::Tf32x3 : PrecisionRequest::Ieee;
+}
+
 // Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
 bool rows_aligned(const at::Tensor& D) {
   return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
 }
 
-// D = alpha * A @ B + beta * C on the named variant (its rules checked by the caller).
+// D = alpha * A @ B + beta * C on the named variant in the given precision (the rules
+// checked by the caller).
 void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-         double alpha, double beta, const std::string& variant) {
+         double alpha, double beta, const std::string& variant, Precision precision) {
   const c10::cuda::CUDAGuard guard(A.device());
-  const Plan p = plan(problem_of(A, B, rows_aligned(D)), *parse_variant(variant));
+  const Plan p = plan(problem_of(A, B, rows_aligned(D)), *parse_variant(variant), precision);
   execute(p, D, A, B, C, alpha, beta);
 }
 
 at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
-                      double beta, c10::string_view variant) {
+                      double beta, c10::string_view variant, c10::string_view precision) {
   const std::string v(variant);
-  if (auto r = fallback_reason(A, B, C, v)) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
+  const PrecisionRequest request = parse_precision(precision);
+  // The switch read once; an explicit request (as_request of what it resolves to) from here.
+  const Precision p = effective_precision(v, request);
+  if (auto r = fallback_reason(A, B, C, v, precision_name(p))) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
-  run(D, A, B, C, alpha, beta, v);
+  run(D, A, B, C, alpha, beta, v, p);
   return D;
 }
 
 void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha, double beta,
-                        c10::string_view variant) {
+                        c10::string_view variant, c10::string_view precision) {
   const std::string v(variant);
+  const PrecisionRequest request = parse_precision(precision);
   Reason r = contract_violation(A, B, C);
   if (!r) r = inplace_violation(C, A, B);
   if (!r) r = violation(A, B, &C, v);
+  const Precision p = effective_precision(v, request);  // the switch read once
+  if (!r) r = precision_violation(A, *parse_variant(v), v, as_request(p));
   if (r) TORCH_CHECK(false, "vecgemm.sgemm_: ", *r);
   if (storage_of(C)->layout == Layout::RowMajor) {
-    run(C, A, B, C, alpha, beta, v);
+    run(C, A, B, C, alpha, beta, v, p);
   } else {
     // A column-major C is a row-major C^T = B^T A^T: the same kernels, operands swapped.
     const at::Tensor Ct = C.transpose(-1, -2);
-    run(Ct, B.transpose(-1, -2), A.transpose(-1, -2), Ct, alpha, beta, v);
+    run(Ct, B.transpose(-1, -2), A.transpose(-1, -2), Ct, alpha, beta, v, p);
   }
+}
+
+// The precision the lenient op runs A @ B in: the one asked for, or IEEE where 3xTF32 was
+// asked for and the GPU cannot run it (`why` says so). The other rules passed.
+Precision lenient_precision(const at::Tensor& A, PrecisionRequest request, Reason* why = nullptr) {
+  const Precision p = effective_precision("auto", request);  // the switch read once
+  if (p == Precision::Ieee) return p;
+  Reason r = precision_violation(A, AutoSelect{}, "auto", as_request(p));
+  if (!r) return p;
+  if (why) *why = r;
+  return Precision::Ieee;
 }
 
 // The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
 // otherwise exactly what torch.addmm / torch.baddbmm compute.
 at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
-                     double beta) {
-  if (fallback_reason(A, B, C, "auto")) return gemm_reference(A, B, C, alpha, beta);
+                     double beta, c10::string_view precision) {
+  const PrecisionRequest request = parse_precision(precision);
+  // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
+  if (fallback_reason(A, B, C, "auto", "ieee")) return gemm_reference(A, B, C, alpha, beta);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
-  run(D, A, B, C, alpha, beta, "auto");
+  run(D, A, B, C, alpha, beta, "auto", lenient_precision(A, request));
   return D;
 }
 
 // The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
-Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant) {
+Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, Precision precision) {
   const c10::cuda::CUDAGuard guard(A.device());
-  return plan(problem_of(A, B, shape_of(A, B).n % 4 == 0), variant);
+  return plan(problem_of(A, B, shape_of(A, B).n % 4 == 0), variant, precision);
 }
 
 const char* family_name(Family f) {
@@ -179,6 +225,8 @@ const char* family_name(Family f) {
       return "tiled";
     case Family::Async:
       return "async";
+    case Family::Tf32x3:
+      return "tf32x3";
   }
   return "";
 }
@@ -190,26 +238,44 @@ const char* order_name(Layout l) { return l == Layout::RowMajor ? "row-major" : 
 // ---- what problem.h and tuning.h declare --------------------------------------------------
 
 Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                        const std::string& variant) {
+                        const std::string& variant, PrecisionRequest precision) {
   // C is only read by the out-of-place ops, so it adds no rule of its own.
   (void)C;
-  return violation(A, B, nullptr, variant);
+  if (auto r = violation(A, B, nullptr, variant)) return r;
+  return precision_violation(A, *parse_variant(variant), variant, precision);
+}
+
+Precision effective_precision(const std::string& variant, PrecisionRequest precision) {
+  if (precision != PrecisionRequest::Auto) return resolve(precision);
+  const auto parsed = parse_variant(variant);
+  if (!parsed || std::holds_alternative<AutoSelect>(*parsed)) return default_precision();
+  return std::holds_alternative<FixedTf32x3>(*parsed) ? Precision::Tf32x3 : Precision::Ieee;
 }
 
 std::vector<std::string> available_variants() { return variant_names(); }
 
 PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                         const std::string& variant) {
+                         const std::string& variant, const std::string& precision) {
   PlanSummary out;
-  if (auto r = fallback_reason(A, B, C, variant)) {
+  const PrecisionRequest request = parse_precision(precision);
+  // Variant "auto" is the lenient op's plan: a 3xTF32 request it cannot serve runs IEEE.
+  const bool lenient = variant == "auto";
+  if (auto r = fallback_reason(A, B, C, variant, lenient ? "ieee" : precision)) {
     out.family = "fallback";
     out.fallback_reason = *r;
     out.description = "fallback: " + *r;
     return out;
   }
-  const Plan p = plan_of(A, B, *parse_variant(variant));
+  Reason why_ieee;
+  // For a named variant the rules above read the switch; a thread setting it meanwhile
+  // changes only what this summary says, never what a call runs.
+  const Precision served = lenient ? lenient_precision(A, request, &why_ieee) : effective_precision(variant, request);
+  const Plan p = plan_of(A, B, *parse_variant(variant), served);
   out.family = family_name(p.family);
+  out.precision = precision_name(served);
+  out.precision_fallback = why_ieee;
   out.description = describe(p);
+  if (why_ieee) out.description += " (IEEE fp32: " + *why_ieee + ")";
   switch (p.family) {
     case Family::Empty:
       break;
@@ -223,6 +289,10 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
       out.split_k = p.tiling.splits;
       out.stream_k = p.stream_k.has_value();
       break;
+    case Family::Tf32x3:
+      out.kernel = kTf32x3Rows[p.tiling.config].name;
+      out.split_k = p.tiling.splits;
+      break;
   }
   if (p.copy_a.made) out.copy_a = order_name(p.copy_a.order);
   if (p.copy_b.made) out.copy_b = order_name(p.copy_b.order);
@@ -231,14 +301,16 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
   return out;
 }
 
-std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant) {
-  return plan_summary(A, B, std::nullopt, variant).description;
+std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant,
+                            const std::string& precision) {
+  return plan_summary(A, B, std::nullopt, variant, precision).description;
 }
 
+// The tuning cache holds the IEEE kernels' choices only; 3xTF32 is planned by rule.
 std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
-  const Reason reason = fallback_reason(A, B, std::nullopt, "auto");
+  const Reason reason = fallback_reason(A, B, std::nullopt, "auto", "ieee");
   TORCH_CHECK(!reason, "vecgemm: A @ B falls back (", reason.value_or(""), "), so it has no tuning key");
-  return plan_of(A, B, AutoSelect{}).key.str();
+  return plan_of(A, B, AutoSelect{}, Precision::Ieee).key.str();
 }
 
 int resident_blocks(const std::string& config) {

@@ -10,6 +10,7 @@
 #include "autotune.h"
 #include "kernel_configs.h"
 #include "kernels.h"
+#include "tf32x3_kernels.h"
 
 namespace vecgemm {
 namespace {
@@ -79,6 +80,48 @@ bool run_stream_k(const GemmParams& p, const ProblemKey& key, int config, cudaSt
   return true;
 }
 
+// Launches a kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K
+// workspace, batches walked in chunks past grid.z's limit (batch x splits <= 65535), and
+// after each chunk's kernel the split-K reduction. Every family that writes split-K
+// partials (epilogue.cuh's store_partial4) runs through here.
+template <class Launch>
+void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream) {
+  int max_batch = std::max(1, 65535 / p.k_splits);
+  at::Tensor workspace;
+  if (p.k_splits > 1) {
+    // Sized for the largest batch chunk. Where the caching allocator cannot give it, the
+    // kernel runs over the whole of K instead.
+    try {
+      workspace = at::empty({int64_t(p.k_splits) * std::min(max_batch, batch) * p.m * p.n},
+                            at::device(at::kCUDA).dtype(at::kFloat));
+      p.workspace = workspace.data_ptr<float>();
+    } catch (const c10::OutOfMemoryError&) {
+      p.k_slice = p.k, p.k_splits = 1;
+      max_batch = 65535;
+    }
+  }
+  for (int b0 = 0; b0 < batch; b0 += max_batch) {
+    GemmParams q = p;
+    q.batch = std::min(max_batch, batch - b0);
+    q.a.ptr += b0 * p.a.batch_stride;
+    q.b.ptr += b0 * p.b.batch_stride;
+    if (q.c != nullptr) q.c += b0 * p.c_batch_stride;
+    q.d += b0 * p.d_batch_stride;
+    launch(q);
+    if (p.k_splits > 1) launch_splitk_reduce(q, stream);
+  }
+}
+
+// The 3xTF32 row of the plan, split as planned (whole K tiles of the row's bk).
+void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
+  const Tf32x3Row& row = kTf32x3Rows[plan.tiling.config];
+  p.k_slice = slice_for(p.k, plan.tiling.splits, row.bk);
+  p.k_splits = int(ceil_div(p.k, p.k_slice));
+  const ProblemKey& key = plan.key;
+  run_split_k(p, key.batch, [&](const GemmParams& q) { row.launch(row.config, q, key.la, key.lb, key.vec4, stream); },
+              stream);
+}
+
 }  // namespace
 
 void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStream_t stream) {
@@ -88,31 +131,7 @@ void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStr
   p.k_slice = slice_for(p.k, choice.splits, kKernelConfigs[choice.config].tiling.bk);
   p.k_splits = int(ceil_div(p.k, p.k_slice));
   if (choice.stream_k && p.k_splits == 1 && run_stream_k(p, key, choice.config, stream)) return;
-  // grid.z carries batch x splits and may not exceed 65535.
-  int max_batch = std::max(1, 65535 / p.k_splits);
-  at::Tensor workspace;
-  if (p.k_splits > 1) {
-    // Sized for the largest batch chunk. Where the caching allocator cannot give it, the
-    // kernel runs over the whole of K instead.
-    try {
-      workspace = at::empty({int64_t(p.k_splits) * std::min(max_batch, key.batch) * p.m * p.n},
-                            at::device(at::kCUDA).dtype(at::kFloat));
-      p.workspace = workspace.data_ptr<float>();
-    } catch (const c10::OutOfMemoryError&) {
-      p.k_slice = p.k, p.k_splits = 1;
-      max_batch = 65535;
-    }
-  }
-  for (int b0 = 0; b0 < key.batch; b0 += max_batch) {
-    GemmParams q = p;
-    q.batch = std::min(max_batch, key.batch - b0);
-    q.a.ptr += b0 * p.a.batch_stride;
-    q.b.ptr += b0 * p.b.batch_stride;
-    if (q.c != nullptr) q.c += b0 * p.c_batch_stride;
-    q.d += b0 * p.d_batch_stride;
-    kernel.launch(q, stream);
-    if (p.k_splits > 1) launch_splitk_reduce(q, stream);
-  }
+  run_split_k(p, key.batch, [&](const GemmParams& q) { kernel.launch(q, stream); }, stream);
 }
 
 void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
@@ -142,7 +161,7 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
     } catch (const c10::OutOfMemoryError&) {
       // Both or neither, since a padded K must be the same in A and B.
       a = A, b = B;
-      plan = vecgemm::plan(problem_of(A, B, plan.key.out_vec4), AutoSelect{}, /*allow_copies=*/false);
+      plan = vecgemm::plan(problem_of(A, B, plan.key.out_vec4), AutoSelect{}, Precision::Ieee, /*allow_copies=*/false);
     }
   }
 
@@ -168,6 +187,10 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
   }
   if (plan.family == Family::Gemv) {
     launch_gemv(p, plan.key.la, plan.key.lb, stream);
+    return;
+  }
+  if (plan.family == Family::Tf32x3) {
+    run_tf32x3(p, plan, stream);
     return;
   }
   TilingChoice choice = plan.tiling;

@@ -3,14 +3,17 @@
 #include <ATen/Context.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <cmath>
 #include <mutex>
 #include <unordered_map>
 
 #include "../tuning.h"
 #include "autotune.h"
+#include "device_profile.h"
 #include "kernel_configs.h"
 #include "kernels.h"
+#include "tf32x3_kernels.h"
 
 namespace vecgemm {
 namespace {
@@ -101,9 +104,31 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
   return choices[name] = candidates.front().second;
 }
 
-// A variant as a number, for the plan cache's key: the config of a FixedConfig, else -1..-3.
+// 3xTF32 split-K, by rule rather than by the cost model, which has no 3xTF32 figures (none
+// measured yet): a problem whose tiles fill less than half a wave of resident blocks
+// leaves most SMs idle, so its K is split to fill about one wave, in slices of at least
+// kTf32x3MinSlice (8 K tiles: several rounds of the 3-4 stage pipeline after its fill)
+// and at most kTf32x3MaxSplits ways. The cost of a split, the partials' round trip
+// through the workspace (8 bytes per output element per slice) and the reduction's
+// launch, is small against the product for the deep-K problems this applies to. The
+// thresholds are judgement, not measurement (docs/design.md).
+constexpr int kTf32x3MinSlice = 256;
+constexpr int kTf32x3MaxSplits = 32;
+
+int tf32x3_splits(const ProblemKey& key, int row) {
+  const Tf32x3ConfigInfo info = kTf32x3Rows[row].info(kTf32x3Rows[row].config);
+  const int64_t tiles = ceil_div(key.m, info.bm) * ceil_div(key.n, info.bn) * key.batch;
+  const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
+  if (2 * tiles > slots) return 1;
+  const int64_t by_k = key.k / kTf32x3MinSlice;
+  return int(std::max<int64_t>(1, std::min<int64_t>({slots / tiles, by_k, kTf32x3MaxSplits})));
+}
+
+// A variant as a number, for the plan cache's key: the config of a FixedConfig, -1..-3 for
+// the named families and auto, -10 - row for a 3xTF32 row.
 int variant_code(const Variant& variant) {
   if (const auto* fixed = std::get_if<FixedConfig>(&variant)) return fixed->config;
+  if (const auto* row = std::get_if<FixedTf32x3>(&variant)) return -10 - row->row;
   if (std::holds_alternative<SeedKernel>(variant)) return -1;
   if (std::holds_alternative<MatrixVector>(variant)) return -2;
   return -3;
@@ -134,33 +159,33 @@ struct PlanKeyHash {
   }
 };
 
-PlanKey plan_key(const Problem& p, const Variant& variant) {
+PlanKey plan_key(const Problem& p, const Variant& variant, Precision precision) {
   unsigned flags = 0, bit = 0;
   for (const bool b : {p.a.layout == Layout::RowMajor, p.b.layout == Layout::RowMajor, p.a_vec4, p.b_vec4,
                        p.a_broadcast, p.b_broadcast, p.d_vec4, at::globalContext().deterministicAlgorithms(),
-                       autotune_enabled()})
+                       autotune_enabled(), precision == Precision::Tf32x3})
     flags |= unsigned(b) << bit++;
   const GemmShape& s = p.shape;
   return PlanKey{s.batch, s.m, s.n, s.k, p.device, variant_code(variant), flags, tuning_generation()};
 }
 
-Plan make_plan(const Problem& problem, const Variant& variant, bool allow_copies);
+Plan make_plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies);
 
 // Plans by key, so that a repeated shape costs a lookup: planning a tiling ranks the
 // candidates through the cost model, several microseconds. Cleared when full, since a
 // process that sees more distinct problems than this gains little from keeping them.
 constexpr size_t kMaxCachedPlans = 4096;
 
-Plan cached_plan(const Problem& problem, const Variant& variant) {
+Plan cached_plan(const Problem& problem, const Variant& variant, Precision precision) {
   static std::mutex mutex;
   static std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
-  const PlanKey key = plan_key(problem, variant);
+  const PlanKey key = plan_key(problem, variant, precision);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
   }
-  const Plan p = make_plan(problem, variant, true);
+  const Plan p = make_plan(problem, variant, precision, true);
   std::lock_guard<std::mutex> lock(mutex);
   if (plans.size() >= kMaxCachedPlans) plans.clear();
   plans.emplace(key, p);
@@ -174,12 +199,14 @@ std::optional<Variant> parse_variant(const std::string& name) {
   if (name == kVectorized) return SeedKernel{};
   if (name == kGemv) return MatrixVector{};
   if (const auto config = kernel_config_of(name)) return FixedConfig{*config};
+  if (const auto row = tf32x3_row_of(name)) return FixedTf32x3{*row};
   return std::nullopt;
 }
 
 std::vector<std::string> variant_names() {
   std::vector<std::string> names{kAuto, kVectorized, kGemv};
   for (int c = 0; c < kNumKernelConfigs; ++c) names.push_back(kernel_config_name(c));
+  for (const Tf32x3Row& row : kTf32x3Rows) names.push_back(row.name);
   return names;
 }
 
@@ -190,13 +217,13 @@ Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4) {
                  A.get_device()};
 }
 
-Plan plan(const Problem& problem, const Variant& variant, bool allow_copies) {
-  return allow_copies ? cached_plan(problem, variant) : make_plan(problem, variant, false);
+Plan plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies) {
+  return allow_copies ? cached_plan(problem, variant, precision) : make_plan(problem, variant, precision, false);
 }
 
 namespace {
 
-Plan make_plan(const Problem& problem, const Variant& variant, bool allow_copies) {
+Plan make_plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies) {
   Plan out;
   out.given_a = problem.a.layout, out.given_b = problem.b.layout;
   out.key = key_as_given(problem);
@@ -210,6 +237,19 @@ Plan make_plan(const Problem& problem, const Variant& variant, bool allow_copies
     return out;
   }
   const bool auto_select = std::holds_alternative<AutoSelect>(variant);
+  // 3xTF32: every shape on its kernel (matrix-vector ones too, which gemv would serve in
+  // IEEE), with no operand copies: its 4-byte-copy instances take unaligned operands and
+  // its checked loop a ragged K at full width, so a copy would buy little (docs/design.md).
+  const auto* fixed_row = std::get_if<FixedTf32x3>(&variant);
+  if (fixed_row || (auto_select && precision == Precision::Tf32x3)) {
+    const Tf32x3Pick pick = fixed_row ? Tf32x3Pick{fixed_row->row, std::nullopt} : tf32x3_row_for(problem.device);
+    TORCH_INTERNAL_ASSERT(pick.row, "vecgemm: 3xTF32 planned where the rules refuse it: ", pick.reason.value_or(""));
+    out.family = Family::Tf32x3;
+    const int row = *pick.row;
+    const int slice = slice_for(out.key.k, tf32x3_splits(out.key, row), kTf32x3Rows[row].bk);
+    out.tiling = TilingChoice{row, int(ceil_div(out.key.k, slice)), false};
+    return out;
+  }
   if (std::holds_alternative<MatrixVector>(variant) ||
       (auto_select && gemv_fits(out.key.m, out.key.n, out.key.la, out.key.lb))) {
     out.family = Family::Gemv;
@@ -246,6 +286,10 @@ std::string describe(const Plan& plan) {
       return kVectorized;
     case Family::Gemv:
       return kGemv;
+    case Family::Tf32x3: {
+      std::string text = kTf32x3Rows[plan.tiling.config].name;
+      return plan.tiling.splits > 1 ? text + " split-k " + std::to_string(plan.tiling.splits) : text;
+    }
     case Family::Tiled:
     case Family::Async:
       break;

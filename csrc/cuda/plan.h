@@ -23,10 +23,13 @@ struct MatrixVector {};  // "gemv"
 struct FixedConfig {     // a kernel config by name: its kernel, the split still chosen
   int config;
 };
-using Variant = std::variant<AutoSelect, SeedKernel, MatrixVector, FixedConfig>;
+struct FixedTf32x3 {     // a 3xTF32 kernel by name (a row of kTf32x3Rows): the split still chosen
+  int row;
+};
+using Variant = std::variant<AutoSelect, SeedKernel, MatrixVector, FixedConfig, FixedTf32x3>;
 
 std::optional<Variant> parse_variant(const std::string& name);
-// "auto", "vectorized", "gemv", then every kernel config's name.
+// "auto", "vectorized", "gemv", every kernel config's name, then every 3xTF32 row's.
 std::vector<std::string> variant_names();
 
 enum class Family {
@@ -35,6 +38,7 @@ enum class Family {
   Gemv,        // gemv.cu
   Tiled,       // sgemm_tiled.cuh (+ sgemm_stream_k.cuh)
   Async,       // sgemm_async.cuh
+  Tf32x3,      // a row of kTf32x3Rows (tf32x3_kernels.h): precision "3xtf32"
 };
 
 // The input as the planner sees it: shapes, storage orders, alignment; never the data.
@@ -63,6 +67,7 @@ struct Plan {
   // The problem the kernel reads: after the copies (K padded where they pad it).
   ProblemKey key{};
   // Family::Tiled / Family::Async: the config, the split, the tail and its schedule.
+  // Family::Tf32x3: tiling.config is the row of kTf32x3Rows, tiling.splits the split.
   TilingChoice tiling{};
   std::optional<StreamK> stream_k;
   // Autotune mode and no tuned choice yet: `tiling` is the model's, and execution times the
@@ -70,12 +75,14 @@ struct Plan {
   bool autotune_pending = false;
 };
 
-// allow_copies = false plans for the operands as they are (execution's fallback when the
-// copies cannot be allocated).
-Plan plan(const Problem& problem, const Variant& variant, bool allow_copies = true);
+// precision: what the call computes in, already resolved and checked against the variant
+// and the device (dispatch.cpp's rules): Tf32x3 plans a 3xTF32 row unless the variant names
+// another (the rules refuse that pair), Ieee the SIMT kernels. allow_copies = false plans
+// for the operands as they are (execution's fallback when the copies cannot be allocated).
+Plan plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies = true);
 
-// "tiled_128x128x8_t816 split-k 3, copy of A (column-major) B", "gemv", "vectorized",
-// "empty product".
+// "tiled_128x128x8_t816 split-k 3, copy of A (column-major) B", "tf32x3_128x64_mma
+// split-k 8", "gemv", "vectorized", "empty product".
 std::string describe(const Plan& plan);
 
 }  // namespace vecgemm

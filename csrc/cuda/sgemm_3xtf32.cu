@@ -1,0 +1,153 @@
+// Instances and launchers of the 3xTF32 kernel (sgemm_3xtf32.cuh). Builds inside the
+// extension (setup.py compiles every csrc/cuda/*.cu) and on its own (the standalone probe,
+// benchmarks/probes/tf32x3), where there are no torch headers.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "sgemm_3xtf32.cuh"
+#include "sgemm_3xtf32.h"
+
+#if !defined(VECGEMM_STANDALONE) && defined(__has_include)
+#if __has_include(<c10/cuda/CUDAException.h>)
+#include <c10/cuda/CUDAException.h>
+#define VECGEMM_HAVE_C10 1
+#endif
+#endif
+
+namespace vecgemm {
+namespace {
+
+using tf32x3::Tf32x3Shape;
+// Warps of 64 x 32. 128 x 128: 8 warps, one block per SM (the registers), so 4 stages
+// (128 KB) to cover the pipeline bubbles no second block hides. 128 x 64: 4 warps, two
+// blocks per SM (72 KB each), as the 64 x 64-warp kernel's faster 128 x 128 config was.
+using Shape128x128 = Tf32x3Shape<128, 128, 4>;
+using Shape128x64 = Tf32x3Shape<128, 64, 3>;
+
+[[noreturn]] void fail(const std::string& what) {
+#ifdef VECGEMM_HAVE_C10
+  TORCH_CHECK(false, "sgemm_3xtf32: ", what);
+#else
+  throw std::runtime_error("sgemm_3xtf32: " + what);
+#endif
+}
+
+void check_launch() {
+#ifdef VECGEMM_HAVE_C10
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+#else
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) fail(std::string("launch failed: ") + cudaGetErrorString(e));
+#endif
+}
+
+// vec4 only changes K-contiguous operands' copies: where neither is (column-major A,
+// row-major B) one instance serves both.
+template <class S, Layout LA, Layout LB, bool V>
+constexpr auto instance() {
+  constexpr bool any_k_contiguous = LA == Layout::RowMajor || LB == Layout::ColMajor;
+  return &tf32x3::sgemm_3xtf32<S, LA, LB, V && any_k_contiguous>;
+}
+
+template <class S>
+const void* entry_of(Layout la, Layout lb, bool vec4) {
+  using L = Layout;
+  const bool ar = la == L::RowMajor, br = lb == L::RowMajor;
+  if (vec4) {
+    if (ar) return br ? (const void*)instance<S, L::RowMajor, L::RowMajor, true>() : (const void*)instance<S, L::RowMajor, L::ColMajor, true>();
+    return br ? (const void*)instance<S, L::ColMajor, L::RowMajor, true>() : (const void*)instance<S, L::ColMajor, L::ColMajor, true>();
+  }
+  if (ar) return br ? (const void*)instance<S, L::RowMajor, L::RowMajor, false>() : (const void*)instance<S, L::RowMajor, L::ColMajor, false>();
+  return br ? (const void*)instance<S, L::ColMajor, L::RowMajor, false>() : (const void*)instance<S, L::ColMajor, L::ColMajor, false>();
+}
+
+int current_device() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) fail("no current CUDA device");
+  return dev;
+}
+
+// The kernels take more than 48 KB of dynamic shared memory, which each function must be
+// allowed once per device; and they need sm_80 and the device's opt-in shared memory.
+void prepare(const void* fn, int smem_bytes) {
+  constexpr int kMaxDevices = 64;
+  const int dev = current_device();
+  if (dev >= kMaxDevices) fail("device index past 63");
+  int major = 0, optin = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  if (major < 8) fail("needs sm_80 or later (TF32 mma.sync)");
+  if (optin < smem_bytes)
+    fail("needs " + std::to_string(smem_bytes) + " bytes of shared memory per block; the device allows " +
+         std::to_string(optin));
+  // Cheap and idempotent: set on every launch rather than remembered per device.
+  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+  if (e != cudaSuccess) fail(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e));
+}
+
+template <class S>
+void launch_shape(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+  const void* fn = entry_of<S>(la, lb, vec4);
+  prepare(fn, S::kSmemBytes);
+  const int64_t tiles = int64_t((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN);
+  if (tiles > 0x7fffffff) fail("too many output tiles");
+  constexpr int kMaxZ = 65535;
+  const int splits = std::max(1, p.k_splits);
+  if (splits > 1 && int64_t(p.batch) * splits > kMaxZ) fail("batch * k_splits past grid.z's 65535");
+  // Batches past grid.z's limit run in chunks (unsplit problems only: the split-K
+  // workspace is indexed by the whole batch).
+  const int chunk = splits > 1 ? p.batch : std::min(p.batch, kMaxZ);
+  for (int b0 = 0; b0 < p.batch; b0 += chunk) {
+    GemmParams q = p;
+    q.k_splits = splits;
+    q.batch = std::min(chunk, p.batch - b0);
+    q.a.ptr += b0 * p.a.batch_stride;
+    q.b.ptr += b0 * p.b.batch_stride;
+    if (q.c) q.c += b0 * p.c_batch_stride;
+    q.d += b0 * p.d_batch_stride;
+    const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits));
+    void* args[] = {&q};
+    const cudaError_t e = cudaLaunchKernel(fn, grid, dim3(S::kThreads), args, S::kSmemBytes, stream);
+    if (e != cudaSuccess) fail(std::string("launch failed: ") + cudaGetErrorString(e));
+    check_launch();
+  }
+}
+
+}  // namespace
+
+Tf32x3ConfigInfo tf32x3_config_info(int config) {
+  if (config == 0) return {Shape128x128::BM, Shape128x128::BN, Shape128x128::kThreads, Shape128x128::kSmemBytes};
+  if (config == 1) return {Shape128x64::BM, Shape128x64::BN, Shape128x64::kThreads, Shape128x64::kSmemBytes};
+  fail("no config " + std::to_string(config));
+}
+
+const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4) {
+  if (config == 0) return entry_of<Shape128x128>(la, lb, vec4);
+  if (config == 1) return entry_of<Shape128x64>(la, lb, vec4);
+  fail("no config " + std::to_string(config));
+}
+
+int tf32x3_default_config(const GemmParams&) {
+  // Not yet timed with 64 x 32 warps. With 64 x 64 warps, two blocks of 4 warps per SM
+  // measured faster than one of 8 at every size on the H200 (67.4 against 62.7 TFLOP/s at
+  // 4096^3 rr): two independent blocks hide each other's barrier and pipeline bubbles. So
+  // 128 x 64 (two blocks of 4) until the probe says otherwise; it reads 1.5x the operand
+  // bytes per flop of 128 x 128 (~2.8 TB/s from L2 at 60 TFLOP/s), within the H200's L2.
+  return 1;
+}
+
+void launch_sgemm_3xtf32_config(int config, const GemmParams& p, Layout la, Layout lb, bool vec4,
+                                cudaStream_t stream) {
+  if (config == 0) return launch_shape<Shape128x128>(p, la, lb, vec4, stream);
+  if (config == 1) return launch_shape<Shape128x64>(p, la, lb, vec4, stream);
+  fail("no config " + std::to_string(config));
+}
+
+void launch_sgemm_3xtf32(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+  launch_sgemm_3xtf32_config(tf32x3_default_config(p), p, la, lb, vec4, stream);
+}
+
+}  // namespace vecgemm

@@ -1,0 +1,33 @@
+// Host entry points of the 3xTF32 kernel (sgemm_3xtf32.cuh): fp32 GEMM with fp32 accuracy
+// on the tensor cores, for sm_80 and later. Not yet wired into the planner.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include "../gemm_params.h"
+
+namespace vecgemm {
+
+// D = alpha * A @ B + beta * C (or split-K partials into p.workspace when p.k_splits > 1,
+// as the tiled kernels do) for any M, N, K, batch and storage orders. vec4: A and B are
+// 16-byte aligned (pointer, leading dimension and batch stride multiples of 4 floats), so
+// their K-contiguous tiles move in 16-byte copies; otherwise 4-byte ones. Needs sm_80 or
+// later; throws (c10::Error in the extension, std::runtime_error standalone) on a launch
+// error or a GPU without it.
+void launch_sgemm_3xtf32(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
+
+// The block tilings it is compiled for, by index, for probes and tuning:
+// 0: 128 x 128 (8 warps of 64 x 32, one block per SM), 1: 128 x 64 (4 warps, two blocks
+// per SM).
+inline constexpr int kNumTf32x3Configs = 2;
+struct Tf32x3ConfigInfo {
+  int bm, bn, threads, smem_bytes;
+};
+Tf32x3ConfigInfo tf32x3_config_info(int config);
+// The config launch_sgemm_3xtf32 picks for a problem on the current device.
+int tf32x3_default_config(const GemmParams& p);
+void launch_sgemm_3xtf32_config(int config, const GemmParams& p, Layout la, Layout lb, bool vec4,
+                                cudaStream_t stream);
+// The __global__ function of one instance, for cudaFuncGetAttributes and occupancy queries.
+const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4);
+
+}  // namespace vecgemm

@@ -1,0 +1,58 @@
+// The 3xTF32 kernels (precision "3xtf32"), as data: one row per kernel the planner may
+// run, in order of preference. The planner takes the first row that runs on the device
+// (tf32x3_violation: its instruction's compute capabilities, its shared memory, a kernel
+// image in this build), so a kernel for newer GPUs goes above the ones it beats and older
+// GPUs skip it. Each implementation keeps its own host interface (sgemm_3xtf32.h: a
+// config index and launch / entry / info functions); a row names those functions, so a
+// second implementation (a Hopper wgmma form, sm_90a only) is a row with its own
+// functions and capability range, with no change to the planner, the ops or the API.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "../problem.h"
+#include "sgemm_3xtf32.h"
+
+namespace vecgemm {
+
+struct Tf32x3Row {
+  // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma").
+  const char* name;
+  // The compute capabilities it runs on, 10 * major + minor: mma.sync's TF32 needs 80; code
+  // for an arch-specific target (sm_90a's wgmma) runs on that one only, so max 90.
+  int min_capability, max_capability;  // max 0: no upper limit
+  int bk;                              // K tile: split-K slices are whole K tiles
+  int config;                          // the implementation's own index of this tiling
+  Tf32x3ConfigInfo (*info)(int config);
+  const void* (*entry)(int config, Layout la, Layout lb, bool vec4);
+  void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
+};
+
+// 128 x 64 first: two blocks of 4 warps per SM measured faster than one of 8 at every size
+// on the H200 with the kernel's earlier 64 x 64 warps; not yet timed with its 64 x 32 warps
+// (tf32x3_default_config, sgemm_3xtf32.cu). 128 x 128 needs 128 KB of shared memory a
+// block, which sm_86 and sm_89 (99 KB) do not have.
+inline constexpr Tf32x3Row kTf32x3Rows[] = {
+    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config},
+    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config},
+};
+inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);
+
+// The row of a variant name.
+std::optional<int> tf32x3_row_of(const std::string& name);
+
+// Why the row's kernel cannot run on the device (capability, shared memory, no image in
+// this build), or none. Remembered per row and device.
+Reason tf32x3_violation(int row, int device);
+// The first row that runs on the device; else the reason the most widely usable row gives.
+struct Tf32x3Pick {
+  std::optional<int> row;
+  Reason reason;
+};
+Tf32x3Pick tf32x3_row_for(int device);
+
+// Blocks of the row's kernel resident on one SM of the device (with its dynamic shared
+// memory), at least 1.
+int tf32x3_blocks_per_sm(int row, int device);
+
+}  // namespace vecgemm

@@ -1,0 +1,596 @@
+"""The precision choice (issue 24): the ``precision`` argument of the ops and functions, the
+switch behind ``"auto"`` (set_precision, the context manager, VECGEMM_PRECISION), the plan
+of a 3xTF32 product, gradients in the forward's precision, torch.compile following the
+switch; and on the GPU the 3xTF32 kernels' contract: every input the IEEE kernels take,
+and errors no larger than cuBLAS SGEMM's on the same inputs, NaN and Inf as torch.mm."""
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import torch_vecgemm
+from conftest import (
+    DEVICES,
+    LAYOUTS,
+    TF32X3_KERNELS,
+    TILINGS,
+    U32,
+    assert_gemm_close,
+    gpu,
+    make_operand,
+    ops,
+    poison_allocator,
+    randn,
+    requires_kernels,
+)
+
+ACCEPTED = ("auto", "ieee", "3xtf32")
+MISSPELT = ("fp32", "3XTF32", "tf32", "")
+NAMES_ACCEPTED = r"'ieee'.*'3xtf32'"
+
+
+@pytest.fixture(autouse=True)
+def switch_restored():
+    """Every case starts and ends with the switch at its default."""
+    torch_vecgemm.set_precision("ieee")
+    yield
+    torch_vecgemm.set_precision("ieee")
+
+
+# ---- the argument --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_misspelt_precision_raises_everywhere(device, rng):
+    A, B, C = randn(rng, 9, 6, device=device), randn(rng, 6, 5, device=device), randn(rng, 5, device=device)
+    x, w = randn(rng, 2, 3, 6, device=device), randn(rng, 5, 6, device=device)
+    A3 = randn(rng, 2, 9, 6, device=device)
+    for bad in MISSPELT:
+        calls = [
+            lambda: ops.sgemm(A, B, C, 1.0, 1.0, "auto", bad),
+            lambda: ops.sgemm(A, B, precision=bad),
+            lambda: ops.sgemm_(randn(rng, 9, 5, device=device), A, B, precision=bad),
+            lambda: ops.gemm(A, B, C, 1.0, 1.0, bad),
+            lambda: ops.linear(x, w, None, bad),
+            lambda: torch_vecgemm.sgemm(A, B, C, precision=bad),
+            lambda: torch_vecgemm.mm(A, B, precision=bad),
+            lambda: torch_vecgemm.mm(A3, B, precision=bad),  # torch.mm's path: still checked
+            lambda: torch_vecgemm.bmm(A3, B.expand(2, 6, 5), precision=bad),
+            lambda: torch_vecgemm.linear(x, w, precision=bad),
+            lambda: torch_vecgemm.linear(x, w.t(), precision=bad),  # F.linear's error path
+            lambda: torch_vecgemm.plan(A, B, precision=bad),
+            lambda: torch_vecgemm.selected_kernel(A, B, precision=bad),
+            lambda: torch_vecgemm.fallback_reason(A, B, precision=bad),
+            lambda: torch_vecgemm.nn.Linear(6, 5, precision=bad),
+            lambda: torch_vecgemm.nn.swap_linear(torch.nn.Linear(6, 5), precision=bad),
+        ]
+        for call in calls:
+            with pytest.raises(ValueError, match=NAMES_ACCEPTED):
+                call()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_precision_is_the_last_argument_of_every_op(device):
+    for op in (ops.sgemm, ops.sgemm_, ops.gemm, ops.linear):
+        last = op.default._schema.arguments[-1]
+        assert (last.name, str(last.type), last.default_value) == ("precision", "str", "auto"), op
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_with_precision(device, rng):
+    def draw(*shape):
+        return randn(rng, *shape, device=device)
+
+    for precision in ACCEPTED:
+        A, B, C = draw(33, 17), draw(17, 9), draw(9)
+        torch.library.opcheck(ops.sgemm.default, (A, B, C, 0.5, 2.0, "auto", precision))
+        torch.library.opcheck(ops.sgemm.default, (draw(33, 17).requires_grad_(), B, C), {"precision": precision})
+        torch.library.opcheck(ops.sgemm_.default, (draw(33, 9), A, B, 0.5, 2.0), {"precision": precision})
+        torch.library.opcheck(ops.gemm.default, (A, draw(17, 9).requires_grad_(), C, 2.0, 0.5, precision))
+        torch.library.opcheck(ops.linear.default, (draw(2, 5, 17).requires_grad_(), draw(9, 17), C, precision))
+
+
+def test_cpu_results_do_not_depend_on_precision(rng):
+    # Off the GPU every precision is ATen's product, bitwise.
+    A, B, C = randn(rng, 20, 12, device="cpu"), randn(rng, 12, 7, device="cpu"), randn(rng, 7, device="cpu")
+    want = torch_vecgemm.sgemm(A, B, C, alpha=0.5)
+    for precision in ACCEPTED:
+        assert torch.equal(torch_vecgemm.sgemm(A, B, C, alpha=0.5, precision=precision), want)
+        with torch_vecgemm.precision("3xtf32"):
+            assert torch.equal(torch_vecgemm.sgemm(A, B, C, alpha=0.5, precision=precision), want)
+
+
+# ---- the switch ------------------------------------------------------------------------------
+
+
+def test_switch_and_context_manager():
+    assert torch_vecgemm.get_precision() == "ieee" == torch_vecgemm._C._get_precision()
+    torch_vecgemm.set_precision("3xtf32")
+    assert torch_vecgemm.get_precision() == "3xtf32" == torch_vecgemm._C._get_precision()
+    torch_vecgemm.set_precision("ieee")
+    with torch_vecgemm.precision("3xtf32"):
+        assert torch_vecgemm.get_precision() == "3xtf32" == torch_vecgemm._C._get_precision()
+        with torch_vecgemm.precision("ieee"):
+            assert torch_vecgemm.get_precision() == "ieee"
+        assert torch_vecgemm.get_precision() == "3xtf32"
+    assert torch_vecgemm.get_precision() == "ieee"
+    with pytest.raises(KeyError):
+        with torch_vecgemm.precision("3xtf32"):
+            raise KeyError("inside")
+    assert torch_vecgemm.get_precision() == "ieee" == torch_vecgemm._C._get_precision()
+    for bad in ("auto", *MISSPELT):
+        with pytest.raises(ValueError, match="'ieee' or '3xtf32'"):
+            torch_vecgemm.set_precision(bad)
+        with pytest.raises(ValueError):
+            with torch_vecgemm.precision(bad):
+                pass
+        with pytest.raises(ValueError):
+            torch_vecgemm._C._set_precision(bad)
+    assert torch_vecgemm.get_precision() == "ieee" == torch_vecgemm._C._get_precision()
+
+
+def test_switch_set_from_many_threads():
+    # The two copies of the switch (C++ for the ops, Python for torch.compile) are set
+    # together under a lock: racing threads leave them equal.
+    import threading
+
+    def toggle(i):
+        for j in range(300):
+            torch_vecgemm.set_precision(("ieee", "3xtf32")[(i + j) % 2])
+
+    threads = [threading.Thread(target=toggle, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert torch_vecgemm.get_precision() == torch_vecgemm._C._get_precision()
+
+
+@pytest.mark.parametrize("value,expected,warns", [("3xtf32", "3xtf32", False), (" 3XTF32 ", "3xtf32", False),
+                                                  ("ieee", "ieee", False), ("auto", "ieee", True),
+                                                  ("fast", "ieee", True), ("", "ieee", True)])
+def test_environment_variable(value, expected, warns):
+    code = ("import warnings; warnings.simplefilter('always')\n"
+            "with warnings.catch_warnings(record=True) as w:\n"
+            "    import torch_vecgemm\n"
+            "print(torch_vecgemm.get_precision(), torch_vecgemm._C._get_precision(), "
+            "sum('VECGEMM_PRECISION' in str(x.message) for x in w))")
+    env = {**os.environ, "VECGEMM_PRECISION": value}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert done.returncode == 0, done.stderr
+    python_side, cpp_side, warnings_seen = done.stdout.split()
+    assert (python_side, cpp_side) == (expected, expected)
+    assert (int(warnings_seen) > 0) == warns, done.stdout
+
+
+# ---- the plan off the GPU ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision", ACCEPTED)
+def test_plan_on_cpu(precision, rng):
+    A, B = randn(rng, 9, 6, device="cpu"), randn(rng, 6, 5, device="cpu")
+    plan = torch_vecgemm.plan(A, B, precision=precision)
+    assert plan.family == "fallback" and plan.precision is None and plan.precision_fallback is None, plan
+    assert torch_vecgemm.fallback_reason(A, B, precision=precision) == plan.fallback_reason
+    assert torch_vecgemm.selected_kernel(A, B, precision=precision) == str(plan)
+
+
+def test_tf32x3_variants_named_by_rule():
+    if not torch_vecgemm._C.cuda_kernels_built():
+        assert TF32X3_KERNELS == []
+        return
+    assert TF32X3_KERNELS, torch_vecgemm.variants()
+    for name in TF32X3_KERNELS:
+        assert name.split("_")[0] == "tf32x3" and name.split("_")[-1] in ("mma", "wgmma"), name
+        assert name not in TILINGS
+
+
+@requires_kernels
+def test_precision_rules_checked_without_a_gpu(rng):
+    # The rules between variant and precision depend on names alone: checked on CPU tensors.
+    A, B = randn(rng, 64, 32, device="cpu"), randn(rng, 32, 48, device="cpu")
+    tiled, row = TILINGS[0], TF32X3_KERNELS[0]
+    violation = torch_vecgemm._C._kernel_violation
+    column_major_b = B.t().contiguous().t()  # gemv: M = 1 with a column-major B
+    assert "computes in IEEE fp32" in violation(A[:1], column_major_b, None, "gemv", "3xtf32")
+    assert "computes in IEEE fp32, but precision='3xtf32'" in violation(A, B, None, tiled, "3xtf32")
+    assert "computes in 3xTF32, but precision='ieee'" in violation(A, B, None, row, "ieee")
+    for variant, precision in [(tiled, "ieee"), (tiled, "auto"), (row, "3xtf32"), (row, "auto"), ("auto", "3xtf32")]:
+        assert violation(A, B, None, variant, precision) is None, (variant, precision)
+    with torch_vecgemm.precision("3xtf32"):  # a named kernel keeps its precision under the switch
+        assert violation(A, B, None, tiled, "auto") is None
+    with pytest.raises(ValueError, match=NAMES_ACCEPTED):
+        violation(A, B, None, tiled, "fp32")
+
+
+# ---- autograd --------------------------------------------------------------------------------------
+
+
+class _Recorded(torch.utils._python_dispatch.TorchDispatchMode):
+    """The precision argument of every vecgemm op call below autograd."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (ops.gemm.default, ops.sgemm.default):
+            schema = [a.name for a in func._schema.arguments]
+            given = dict(zip(schema, args)) | kwargs
+            self.calls.append((func, given.get("precision", "auto")))
+        return func(*args, **kwargs)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("strict", [False, True])
+def test_gradients_use_the_forward_precision(device, strict, rng):
+    # "auto" is resolved when the forward runs and the backward uses that precision, even
+    # if the switch has changed since.
+    A = randn(rng, 7, 5, device=device).requires_grad_()
+    B = randn(rng, 5, 3, device=device).requires_grad_()
+    with _Recorded() as forward:
+        with torch_vecgemm.precision("3xtf32"):
+            out = ops.sgemm(A, B) if strict else torch_vecgemm.mm(A, B)
+    assert [p for _, p in forward.calls] == ["3xtf32"], forward.calls
+    with _Recorded() as backward:
+        out.backward(torch.ones_like(out))
+    assert [(f, p) for f, p in backward.calls] == [(ops.gemm.default, "3xtf32")] * 2, backward.calls
+    # Explicit precision is kept as given; a variant naming a kernel keeps the kernel's.
+    with _Recorded() as calls:
+        ops.sgemm(A, B, precision="ieee").sum().backward()
+    assert {p for _, p in calls.calls} == {"ieee"}, calls.calls
+    if TF32X3_KERNELS and device == "cuda":
+        with _Recorded() as calls:
+            ops.sgemm(A, B, None, 1.0, 0.0, TF32X3_KERNELS[0]).sum().backward()
+        assert [p for _, p in calls.calls] == ["3xtf32"] * 3, calls.calls
+    # Without a gradient "auto" goes down as given, read when the product runs.
+    with _Recorded() as calls, torch.no_grad():
+        torch_vecgemm.mm(A, B)
+    assert [p for _, p in calls.calls] == ["auto"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_gradcheck_with_precision(device, rng):
+    def leaf(*shape):
+        return randn(rng, *shape, device=device, dtype=torch.float64).requires_grad_()
+
+    A, B, C = leaf(6, 5), leaf(5, 4), leaf(4)
+    for precision in ("3xtf32", "ieee"):
+        assert torch.autograd.gradcheck(
+            lambda a, b, c: torch_vecgemm.sgemm(a, b, c, alpha=0.7, beta=1.3, precision=precision), (A, B, C))
+        x, W, b = leaf(2, 3, 5), leaf(4, 5), leaf(4)
+        assert torch.autograd.gradcheck(lambda x, W, b: torch_vecgemm.linear(x, W, b, precision=precision), (x, W, b))
+
+
+# ---- nn.Linear ---------------------------------------------------------------------------------
+
+
+def test_linear_module_precision(rng):
+    layer = torch_vecgemm.nn.Linear(6, 4, precision="3xtf32")
+    assert layer.precision == "3xtf32" and "precision='3xtf32'" in repr(layer)
+    plain = torch.nn.Linear(6, 4)
+    plain.load_state_dict(layer.state_dict())  # the precision is not state
+    assert set(layer.state_dict()) == {"weight", "bias"}
+    x = randn(rng, 3, 6, device="cpu")
+    torch.testing.assert_close(layer(x), plain(x))
+    assert torch_vecgemm.nn.Linear(6, 4).precision == "auto"
+
+    model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+    assert torch_vecgemm.nn.swap_linear(model, precision="3xtf32", include="0") == ["0"]
+    assert model[0].precision == "3xtf32" and type(model[2]) is torch.nn.Linear
+    assert torch_vecgemm.nn.swap_linear(model) == ["2"] and model[2].precision == "auto"
+    seen = _Recorded()
+    with seen, torch.no_grad():  # (with a gradient "auto" would be resolved before the op)
+        model(x)
+    assert [p for _, p in seen.calls] == ["3xtf32", "auto"], seen.calls
+    torch_vecgemm.nn.unswap_linear(model)
+    assert "precision" not in vars(model[0]) and type(model[0]) is torch.nn.Linear
+
+
+# ---- torch.compile ---------------------------------------------------------------------------------
+
+
+def _compiled_precisions(fn, *args):
+    """The precision arguments of the vecgemm ops in the graphs dynamo hands the backend."""
+    graphs = []
+
+    def precision_of(node):
+        names = [a.name for a in node.target._schema.arguments]
+        return (dict(zip(names, node.args)) | node.kwargs).get("precision", "auto")
+
+    def backend(gm, example_inputs):
+        graphs.append([precision_of(n) for n in gm.graph.nodes
+                       if n.op == "call_function" and "vecgemm" in str(n.target)])
+        return gm.forward
+
+    return torch.compile(fn, backend=backend, fullgraph=True), graphs
+
+
+def test_compiled_function_follows_the_switch(rng):
+    # The wrappers resolve "auto" under torch.compile from the switch's Python mirror;
+    # dynamo guards on it, so a change of the switch recompiles, and the graph holds the
+    # precision in force when it runs.
+    torch._dynamo.reset()
+    layer = torch_vecgemm.nn.Linear(6, 5, precision="ieee")
+
+    def f(a, b, x):
+        return torch_vecgemm.mm(a, b).sum() + torch_vecgemm.sgemm(a, b, precision="3xtf32").sum() + layer(x).sum()
+
+    compiled, graphs = _compiled_precisions(f)
+    a, b, x = randn(rng, 4, 6, device="cpu"), randn(rng, 6, 3, device="cpu"), randn(rng, 2, 6, device="cpu")
+    want = f(a, b, x)
+    torch.testing.assert_close(compiled(a, b, x), want)
+    assert graphs == [["ieee", "3xtf32", "ieee"]], graphs
+    with torch_vecgemm.precision("3xtf32"):
+        torch.testing.assert_close(compiled(a, b, x), want)
+    assert graphs[-1] == ["3xtf32", "3xtf32", "ieee"], graphs
+    compiled(a, b, x)  # back at "ieee": the first graph again, no third
+    assert len(graphs) == 2, graphs
+    layer.precision = "3xtf32"  # a module's attribute is guarded as well
+    compiled(a, b, x)
+    assert graphs[-1] == ["ieee", "3xtf32", "3xtf32"], graphs
+
+
+def test_misspelt_precision_fails_while_tracing(rng):
+    # The fakes check the precision as the ops do (torch.compile with precision: the
+    # fullgraph test of test_op_contract.py is parametrized over it).
+    a, b = randn(rng, 4, 6, device="cpu"), randn(rng, 6, 3, device="cpu")
+    with pytest.raises(Exception, match=NAMES_ACCEPTED):
+        torch.compile(lambda a, b: torch_vecgemm.mm(a, b, precision="fast"), fullgraph=True, backend="aot_eager")(a, b)
+
+
+# ---- on the GPU: the plan ------------------------------------------------------------------------
+
+
+@gpu
+def test_plan_names_the_3xtf32_kernel(rng):
+    A, B = randn(rng, 300, 200), randn(rng, 200, 100)
+    ieee = torch_vecgemm.plan(A, B)
+    assert ieee.precision == "ieee" and ieee.family in ("tiled", "async"), ieee
+    plan = torch_vecgemm.plan(A, B, precision="3xtf32")
+    assert plan.family == "tf32x3" and plan.kernel in TF32X3_KERNELS and plan.precision == "3xtf32", plan
+    assert plan.precision_fallback is None and plan.copy_a is None and plan.copy_b is None, plan
+    assert torch_vecgemm.selected_kernel(A, B, precision="3xtf32") == str(plan) and str(plan).startswith(plan.kernel)
+    assert torch_vecgemm.fallback_reason(A, B, precision="3xtf32") is None
+    with torch_vecgemm.precision("3xtf32"):
+        assert torch_vecgemm.plan(A, B) == plan
+        assert torch_vecgemm.plan(A, B, precision="ieee") == ieee
+        # A variant naming an IEEE kernel keeps its kernel under the switch.
+        assert torch_vecgemm.plan(A, B, variant=ieee.kernel).precision == "ieee"
+    for name in TF32X3_KERNELS:
+        if torch_vecgemm.fallback_reason(A, B, variant=name) is None:
+            named = torch_vecgemm.plan(A, B, variant=name)
+            assert named.kernel == name and named.family == "tf32x3" and named.precision == "3xtf32", named
+    # Empty products and K = 0 keep their handling; other dtypes fall back as before.
+    assert torch_vecgemm.plan(A[:0], B, precision="3xtf32").family == "empty"
+    assert torch_vecgemm.plan(A[:, :0], B[:0], precision="3xtf32").family == "empty"
+    assert torch_vecgemm.plan(A.double(), B.double(), precision="3xtf32").family == "fallback"
+
+
+@gpu
+def test_strict_conflicts_raise(rng):
+    A, B = randn(rng, 64, 32), randn(rng, 32, 48)
+    with pytest.raises(RuntimeError, match="computes in IEEE fp32.*precision='3xtf32'"):
+        ops.sgemm(A, B, None, 1.0, 0.0, TILINGS[0], "3xtf32")
+    with pytest.raises(RuntimeError, match="computes in IEEE fp32"):  # (a shape gemv takes)
+        ops.sgemm(A[:1], B.t().contiguous().t(), None, 1.0, 0.0, "gemv", "3xtf32")
+    with pytest.raises(RuntimeError, match="computes in 3xTF32.*precision='ieee'"):
+        ops.sgemm(A, B, None, 1.0, 0.0, TF32X3_KERNELS[0], "ieee")
+    with pytest.raises(RuntimeError, match="computes in 3xTF32"):
+        ops.sgemm_(torch.empty(64, 48, device="cuda"), A, B, 1.0, 0.0, TF32X3_KERNELS[0], "ieee")
+
+
+@gpu
+def test_deep_k_small_output_is_split(rng):
+    A, B, C = randn(rng, 48, 8192), randn(rng, 8192, 40), randn(rng, 48, 40)
+    plan = torch_vecgemm.plan(A, B, C, precision="3xtf32")
+    assert plan.family == "tf32x3" and plan.split_k > 1 and f"split-k {plan.split_k}" in str(plan), plan
+    poison_allocator((48, 40))
+    out = ops.sgemm(A, B, C, 0.5, -1.0, "auto", "3xtf32")
+    assert_gemm_close(out, A, B, C, 0.5, -1.0)
+    batched = randn(rng, 3, 48, 8192)
+    out = ops.sgemm(batched, B.expand(3, 8192, 40), C, 1.0, 1.0, "auto", "3xtf32")
+    assert_gemm_close(out, batched, B.expand(3, 8192, 40), C, 1.0, 1.0)
+
+
+# ---- on the GPU: every input the IEEE kernels take ----------------------------------------------
+
+SHAPES = [(1, 1, 1), (1, 37, 300), (45, 1, 70), (7, 5, 3), (129, 65, 33), (200, 136, 72), (130, 257, 1000)]
+
+
+@gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_every_storage_order_and_alignment(layout, offset, rng):
+    for variant in ["auto", *TF32X3_KERNELS]:
+        for m, n, k in SHAPES:
+            A = make_operand(rng, m, k, layout[0], offset=offset)
+            B = make_operand(rng, k, n, layout[1], offset=offset, ld_pad=3 * offset)
+            C = randn(rng, m, n)
+            if torch_vecgemm.fallback_reason(A, B, C, variant=variant, precision="3xtf32") is not None:
+                assert variant != "auto", torch_vecgemm.fallback_reason(A, B, C, precision="3xtf32")
+                continue  # a row this GPU cannot run (its shared memory, its architecture)
+            poison_allocator((m, n))
+            out = ops.sgemm(A, B, C, 0.75, -0.5, variant, "3xtf32")
+            assert_gemm_close(out, A, B, C, 0.75, -0.5)
+
+
+@gpu
+@pytest.mark.parametrize("broadcast", ["none", "B", "A"])
+def test_batched_and_broadcast_c(broadcast, rng):
+    batch, m, n, k = 3, 70, 90, 150
+    A = randn(rng, 1 if broadcast == "A" else batch, m, k).expand(batch, m, k)
+    B = randn(rng, 1 if broadcast == "B" else batch, k, n).expand(batch, k, n)
+    for C in (randn(rng, n), randn(rng, m, 1), randn(rng, batch, 1, n), randn(rng, batch, m, n).transpose(-1, -2)
+              .contiguous().transpose(-1, -2)):
+        poison_allocator((batch, m, n))
+        out = torch_vecgemm.sgemm(A, B, C, alpha=-1.25, beta=0.5, precision="3xtf32")
+        assert torch_vecgemm.plan(A, B, C, precision="3xtf32").family == "tf32x3"
+        assert_gemm_close(out, A, B, C, -1.25, 0.5)
+    # beta == 0: C is not read, NaN in it cannot reach the result.
+    out = ops.sgemm(A, B, torch.full((n,), float("nan"), device="cuda"), 1.0, 0.0, "auto", "3xtf32")
+    assert_gemm_close(out, A, B)
+
+
+@gpu
+@pytest.mark.parametrize("c_order", ["r", "c"])
+def test_in_place(c_order, rng):
+    A, B = randn(rng, 100, 60), randn(rng, 60, 70)
+    C = make_operand(rng, 100, 70, c_order)
+    D = C.clone()
+    ops.sgemm_(D, A, B, 0.5, 2.0, "auto", "3xtf32")
+    assert_gemm_close(D, A, B, C, 0.5, 2.0)
+
+
+# ---- on the GPU: accuracy against cuBLAS ----------------------------------------------------------
+
+
+def _errors(out, A, B, C=None, alpha=1.0, beta=0.0):
+    """(relative Frobenius error, largest |err| / (|alpha| |A| |B| + |beta| |C|)) against float64."""
+    A64, B64 = A.double(), B.double()
+    ref = alpha * (A64 @ B64)
+    scale = abs(alpha) * (A64.abs() @ B64.abs())
+    if C is not None and beta != 0.0:
+        ref, scale = ref + beta * C.double(), scale + abs(beta) * C.double().abs()
+    err = (out.double() - ref).abs()
+    fro = (torch.linalg.norm(err) / torch.linalg.norm(ref)).item()
+    return fro, (err / scale.clamp_min(torch.finfo(torch.float64).tiny)).max().item()
+
+
+def _cublas(A, B):
+    """torch.matmul in IEEE fp32 (TF32 off), whatever the process had set."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        return torch.matmul(A, B)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def _wide_exponents(rng, rows, cols):
+    """Mixed-sign values scaled by 2^e, e uniform in -60..60 per element."""
+    e = rng.randint(-60, 61, (rows, cols)).float()
+    return randn(rng, rows, cols) * torch.exp2(e)
+
+
+DISTRIBUTIONS = {
+    "randn": lambda rng, r, c: randn(rng, r, c),
+    "uniform": lambda rng, r, c: rng.uniform(r, c, low=0.0, high=1.0),
+    "wide exponents": _wide_exponents,
+}
+
+# Two tiers, because 3xTF32 carries 21 of an fp32 value's 24 significand bits: each product
+# is off by up to ~3 x 2^-22 of |a b| (8-12 u) before any summation, where cuBLAS's FFMA
+# rounds once (0.5 u).
+#  - The issue's contract, errors no larger than cuBLAS's (plus one unit roundoff, u =
+#    2^-24, for both being ~u): where the summation's errors dominate, randn and uniform
+#    inputs with K >= 1000 (the kernel's design predicts 1000^3 randn at 2.7e-7 against
+#    cuBLAS's 5.7e-7, sgemm_3xtf32.cuh).
+#  - The kernel probe's bound, 3x cuBLAS's plus 3e-7 (Frobenius) or 16 u (largest
+#    element), where the representation error dominates and cuBLAS is near exact: K of a
+#    few, and values of exponents -60..60, where one product makes each result. The
+#    issue's wording ("no larger than cuBLAS") cannot hold there for any 3xTF32 kernel
+#    that drops a_small b_small; docs/design.md says so.
+CONTRACT = [(d, shape) for d in ("randn", "uniform")
+            for shape in [(257, 129, 1000), (1000, 1000, 1000), (64, 64, 4096), (128, 96, 65536)]]
+REPRESENTATION_BOUND = ([(d, shape) for d in sorted(DISTRIBUTIONS) for shape in [(3, 5, 7), (64, 64, 64)]]
+                        + [("wide exponents", shape) for shape in [(257, 129, 1000), (1000, 1000, 1000),
+                                                                   (64, 64, 4096), (128, 96, 65536)]])
+# Up to 8192^3 and K = 65536, randn only (the GPU suite's time).
+LARGE_SHAPES = [(8192, 8192, 8192), (512, 512, 65536)]
+
+
+def _check_against_cublas(A, B, contract=True):
+    poison_allocator((A.shape[0], B.shape[1]))
+    ours = ops.sgemm(A, B, None, 1.0, 0.0, "auto", "3xtf32")
+    theirs = _cublas(A, B)
+    fro, worst = _errors(ours, A, B)
+    fro_ref, worst_ref = _errors(theirs, A, B)
+    fro_bound, worst_bound = (fro_ref + U32, worst_ref + U32) if contract else (3 * fro_ref + 3e-7,
+                                                                                3 * worst_ref + 16 * U32)
+    assert fro <= fro_bound, f"relative Frobenius error {fro:.3g}, cuBLAS {fro_ref:.3g}"
+    assert worst <= worst_bound, f"largest element error {worst / U32:.3g} u, cuBLAS {worst_ref / U32:.3g} u"
+
+
+@gpu
+@pytest.mark.parametrize("distribution,shape", CONTRACT)
+def test_accuracy_no_worse_than_cublas(distribution, shape, rng):
+    m, n, k = shape
+    _check_against_cublas(DISTRIBUTIONS[distribution](rng, m, k), DISTRIBUTIONS[distribution](rng, k, n))
+
+
+@gpu
+@pytest.mark.parametrize("m,n,k", LARGE_SHAPES)
+def test_accuracy_no_worse_than_cublas_large(m, n, k, rng):
+    _check_against_cublas(randn(rng, m, k), randn(rng, k, n))
+
+
+@gpu
+@pytest.mark.parametrize("distribution,shape", REPRESENTATION_BOUND)
+def test_accuracy_within_the_representation_bound(distribution, shape, rng):
+    m, n, k = shape
+    _check_against_cublas(DISTRIBUTIONS[distribution](rng, m, k), DISTRIBUTIONS[distribution](rng, k, n),
+                          contract=False)
+
+
+def _classes(t):
+    return torch.stack([torch.isnan(t), torch.isposinf(t), torch.isneginf(t), torch.isfinite(t)])
+
+
+@gpu
+@pytest.mark.parametrize("m,n,k", [(70, 90, 150), (300, 260, 1031)])
+def test_nan_and_inf_as_torch_mm(m, n, k, rng):
+    A, B = randn(rng, m, k), randn(rng, k, n)
+    # Inf, -Inf and NaN in a few rows and columns, values near FLT_MAX (whose products
+    # overflow) in others, and zeros meeting the Infs (Inf * 0 = NaN).
+    big = torch.finfo(torch.float32).max
+    A[3, 5], A[7, :4], B[9, 2], B[:3, 11] = float("inf"), -float("inf"), float("nan"), float("inf")
+    A[20, 30], B[30, 40], B[5, 6] = big, big, 0.0
+    # (No row of several huge terms: whether their partial sums overflow depends on the
+    # summation order, in which cuBLAS and the kernel legitimately differ.)
+    for a, b in ((A, B), (A.t().contiguous().t(), B), (A, B.t().contiguous().t())):
+        poison_allocator((m, n))
+        ours = ops.sgemm(a, b, None, 1.0, 0.0, "auto", "3xtf32")
+        want = _cublas(a, b)
+        assert torch.equal(_classes(ours), _classes(want)), (
+            f"{int((_classes(ours) != _classes(want)).any(0).sum())} elements differ in class from torch.mm")
+        finite = torch.isfinite(want)
+        fro = (torch.linalg.norm((ours - want)[finite].double()) / torch.linalg.norm(want[finite].double())).item()
+        assert fro < 1e-5, fro
+
+
+@gpu
+def test_subnormals(rng):
+    # Operands and results below FLT_MIN (2^-126): products of 2^-70 and 2^-60 values, and
+    # results that round to subnormals or to zero, all against float64 as cuBLAS is.
+    m, n, k = 128, 96, 512
+    A = randn(rng, m, k) * 2.0**-70
+    B = randn(rng, k, n) * 2.0**-60
+    A[:, :4] = 2.0**-140  # subnormal operands
+    _check_against_cublas(A, B, contract=False)
+    # Subnormal results are kept, not flushed to zero where cuBLAS keeps them.
+    out = ops.sgemm(A * 2.0**-10, B, None, 1.0, 0.0, "auto", "3xtf32")
+    want = _cublas(A * 2.0**-10, B)
+    assert (want.abs() < torch.finfo(torch.float32).tiny).any()
+    assert int((out == 0).sum()) <= int((want == 0).sum()), "results flushed to zero"
+
+
+# ---- on the GPU: gradients (float32 against float64: test_op_contract.py, over precisions) -----
+
+
+@gpu
+def test_switch_reaches_the_kernels(rng):
+    A, B = randn(rng, 256, 192), randn(rng, 192, 160)
+    with torch_vecgemm.precision("3xtf32"):
+        assert torch_vecgemm.plan(A, B).family == "tf32x3"
+        out = torch_vecgemm.mm(A, B)
+    assert_gemm_close(out, A, B)
+    assert torch_vecgemm.plan(A, B).family != "tf32x3"
+    assert math.isfinite(out.sum().item())
