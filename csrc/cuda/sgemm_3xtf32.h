@@ -30,4 +30,9 @@ void launch_sgemm_3xtf32_config(int config, const GemmParams& p, Layout la, Layo
 // The __global__ function of one instance, for cudaFuncGetAttributes and occupancy queries.
 const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4);
 
+// Recomputes, as config 0 (128 x 128) computes them, the tiles whose flag is nonzero:
+// flags[z * tiles + pid], z = batch * k_splits + split, pid in the kernels' raster order.
+// The wgmma kernel's pass for NaN, Inf and tiny results (sgemm_3xtf32_wgmma.cuh).
+void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, cudaStream_t stream);
+
 }  // namespace vecgemm
