@@ -48,6 +48,8 @@ void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const 
 // sm_90 or the build had no sm_90a target (TORCH_CUDA_ARCH_LIST with 9.0a).
 size_t sgemm_3xtf32_wgmma_workspace_bytes(const GemmParams& p);
 void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
+// Its first pass alone (the split into p.workspace), for probes that price it.
+void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
 // Whether the current device can run it (sm_90 with sm_90a code in this build); the first
 // call per device runs a one-thread kernel and waits for it.
 bool sgemm_3xtf32_wgmma_available();

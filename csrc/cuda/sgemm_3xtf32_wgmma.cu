@@ -136,9 +136,15 @@ const void* tf32x3_wgmma_kernel_entry() { return reinterpret_cast<const void*>(&
 
 Tf32x3ConfigInfo tf32x3_wgmma_config_info() { return {w::BM, w::BN, w::kThreads, w::kSmemBytes}; }
 
-void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
+namespace {
+
+// The passes of launch_sgemm_3xtf32_wgmma; product false: the split alone (for probes).
+void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, bool vec4, bool product, cudaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
-  if (p.k_splits > 1) return launch_sgemm_3xtf32(p, la, lb, vec4, stream);
+  if (p.k_splits > 1) {
+    if (product) launch_sgemm_3xtf32(p, la, lb, vec4, stream);
+    return;
+  }
   if (!sgemm_3xtf32_wgmma_available())
     fail_wgmma("not built for this GPU (needs an sm_90 device and sm_90a code: TORCH_CUDA_ARCH_LIST=9.0a)");
   if (p.workspace == nullptr || reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0)
@@ -166,6 +172,7 @@ void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool v
     int a_planes = p.a.batch_stride == 0 ? 1 : q.batch, b_planes = p.b.batch_stride == 0 ? 1 : q.batch;
     split(q.a.ptr, q.a.ld, q.a.batch_stride, la == Layout::RowMajor, q.m, q.k, a_planes, a_parts, stream);
     split(q.b.ptr, q.b.ld, q.b.batch_stride, lb == Layout::ColMajor, q.n, q.k, b_planes, b_parts, stream);
+    if (!product) continue;
     const CUtensorMap map_a = tensor_map(a_parts, q.m, q.k, a_planes, w::BM);
     const CUtensorMap map_b = tensor_map(b_parts, q.n, q.k, b_planes, w::BN);
     void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
@@ -174,6 +181,16 @@ void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool v
                               dim3(w::kThreads), args, w::kSmemBytes, stream));
     launch_sgemm_3xtf32_fixup(q, la, lb, flags, stream);
   }
+}
+
+}  // namespace
+
+void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, vec4, true, stream);
+}
+
+void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, true, false, stream);
 }
 
 }  // namespace vecgemm
