@@ -24,7 +24,10 @@
 //     leaves its warpgroup idle for the FADDs, but the other consumer's 12 wgmma (~770
 //     clocks of tensor work) are queued by then: the two warpgroups alternate on the
 //     tensor cores (the ping-pong FlashAttention-3 uses), so no second short accumulator
-//     is needed, and a consumer holds 128 accumulator registers, not 192.
+//     is needed, and a consumer holds 128 accumulator registers, not 192: ptxas gives the
+//     kernel 141 registers a thread (168 allowed at 384 threads, one block per SM), so no
+//     setmaxnreg either. Two short accumulators with wait_group(1) would keep each
+//     consumer's own queue full too; worth trying if the probe shows tensor-pipe bubbles.
 //  3. sgemm_3xtf32_fixup (sgemm_3xtf32.cuh): a tile whose sums hold NaN or Inf (an Inf or
 //     NaN input, or a value whose TF32 rounding overflows: its small part is then NaN) or
 //     a nonzero result below 2^-90 (subnormal products, sgemm_3xtf32.cuh "Subnormals") is
