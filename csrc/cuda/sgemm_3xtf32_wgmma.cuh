@@ -130,15 +130,20 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, int bytes) {
 __device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
 }
+// A wait that cannot end (a wrong phase or byte count) traps after 2^24 polls (a second
+// or more; a real wait is microseconds), so that a bug is a launch error ("unspecified
+// launch failure"), not a hung probe. No printf: any call in the kernel makes ptxas
+// serialize every wgmma (a WARPGROUP.DEPBAR after each).
 // Returns once the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
-  uint32_t done;
+  uint32_t done, polls = 0;
   do {
     asm volatile(
         "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
         : "=r"(done)
         : "r"(smem_addr(bar)), "r"(parity)
         : "memory");
+    if (!done && ++polls == (1u << 24)) __trap();
   } while (!done);
 }
 
