@@ -13,8 +13,10 @@ if [ ! -x "$OUT" ] || [ -n "$(find csrc/cuda/sgemm_3xtf32*.* csrc/gemm_params.h 
       csrc/cuda/block_tile.cuh csrc/cuda/epilogue.cuh csrc/cuda/dependent_launch.cuh csrc/cuda/host_error.h \
       benchmarks/probes/tf32x3/probe.cu -newer "$OUT" 2>/dev/null)" ]; then
   echo "building $OUT"
+  LINK_CUBLAS=-lcublas
+  case "${TF32X3_NVCC_FLAGS:-}" in *cublas*) LINK_CUBLAS= ;; esac  # the flags name their own
   # shellcheck disable=SC2086
   "$NVCC" -O3 -std=c++17 -arch=sm_90a -split-compile=0 -DVECGEMM_STANDALONE -Icsrc/cuda ${TF32X3_NVCC_FLAGS:-} \
-    benchmarks/probes/tf32x3/probe.cu csrc/cuda/sgemm_3xtf32.cu csrc/cuda/sgemm_3xtf32_wgmma.cu -lcublas -o "$OUT"
+    benchmarks/probes/tf32x3/probe.cu csrc/cuda/sgemm_3xtf32.cu csrc/cuda/sgemm_3xtf32_wgmma.cu $LINK_CUBLAS -o "$OUT"
 fi
 "$OUT" "$@"
