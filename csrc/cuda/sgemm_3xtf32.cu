@@ -2,18 +2,11 @@
 // extension (setup.py compiles every csrc/cuda/*.cu) and on its own (the standalone probe,
 // benchmarks/probes/tf32x3), where there are no torch headers.
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 
+#include "host_error.h"
 #include "sgemm_3xtf32.cuh"
 #include "sgemm_3xtf32.h"
-
-#if !defined(VECGEMM_STANDALONE) && defined(__has_include)
-#if __has_include(<c10/cuda/CUDAException.h>)
-#include <c10/cuda/CUDAException.h>
-#define VECGEMM_HAVE_C10 1
-#endif
-#endif
 
 namespace vecgemm {
 namespace {
@@ -25,22 +18,9 @@ using tf32x3::Tf32x3Shape;
 using Shape128x128 = Tf32x3Shape<128, 128, 4>;
 using Shape128x64 = Tf32x3Shape<128, 64, 3>;
 
-[[noreturn]] void fail(const std::string& what) {
-#ifdef VECGEMM_HAVE_C10
-  TORCH_CHECK(false, "sgemm_3xtf32: ", what);
-#else
-  throw std::runtime_error("sgemm_3xtf32: " + what);
-#endif
-}
+[[noreturn]] void fail(const std::string& what) { fail_in("sgemm_3xtf32", what); }
 
-void check_launch() {
-#ifdef VECGEMM_HAVE_C10
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-#else
-  const cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) fail(std::string("launch failed: ") + cudaGetErrorString(e));
-#endif
-}
+void check_launch() { check_launch_in("sgemm_3xtf32"); }
 
 // vec4 only changes K-contiguous operands' copies: where neither is (column-major A,
 // row-major B) one instance serves both.
@@ -115,7 +95,35 @@ void launch_shape(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStre
   }
 }
 
+template <Layout LA, Layout LB>
+constexpr const void* fixup_instance() {
+  return (const void*)&tf32x3::sgemm_3xtf32_fixup<Shape128x128, LA, LB, false>;
+}
+
 }  // namespace
+
+// Scalar copies only: vec4 changes how the tiles travel, not what the kernel computes, and
+// the fix-up's rare tiles do not pay for four more instances.
+void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, cudaStream_t stream) {
+  using S = Shape128x128;
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+  using L = Layout;
+  const bool ar = la == L::RowMajor, br = lb == L::RowMajor;
+  const void* fn = ar ? (br ? fixup_instance<L::RowMajor, L::RowMajor>() : fixup_instance<L::RowMajor, L::ColMajor>())
+                      : (br ? fixup_instance<L::ColMajor, L::RowMajor>() : fixup_instance<L::ColMajor, L::ColMajor>());
+  prepare(fn, S::kSmemBytes);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current_device());
+  const int64_t tiles = int64_t((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN);
+  if (tiles > 0x7fffffff) fail("too many output tiles");
+  int tiles32 = static_cast<int>(tiles);
+  GemmParams q = p;
+  q.k_splits = std::max(1, p.k_splits);
+  void* args[] = {&q, &flags, &tiles32};
+  const cudaError_t e = cudaLaunchKernel(fn, dim3(std::max(1, sms)), dim3(S::kThreads), args, S::kSmemBytes, stream);
+  if (e != cudaSuccess) fail(std::string("launch failed: ") + cudaGetErrorString(e));
+  check_launch();
+}
 
 Tf32x3ConfigInfo tf32x3_config_info(int config) {
   if (config == 0) return {Shape128x128::BM, Shape128x128::BN, Shape128x128::kThreads, Shape128x128::kSmemBytes};

@@ -488,18 +488,18 @@ __device__ __forceinline__ float unscale(float scale) { return __int_as_float(0x
 // D = alpha * A @ B + beta * C, or split-K partial sums, for GemmParams' problem: grid.x the
 // output tiles in tile_origin's raster order, grid.z = batch * k_splits. LA, LB: storage
 // orders; kVec4: A and B 16-byte aligned (pointer, leading dimension, batch stride).
+// One output tile: pid in tile_origin's order, z = batch * k_splits + split.
 template <class S, Layout LA, Layout LB, bool kVec4>
-__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32(const GemmParams p) {
+__device__ __forceinline__ void tile_product(const GemmParams& p, int pid, int z) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  allow_dependents();  // a split-K reduction after it may launch now
   extern __shared__ __align__(16) float smem[];
   constexpr bool kAK = LA == Layout::RowMajor, kBK = LB == Layout::ColMajor;  // K-contiguous
   using LoadA = Loader<S::BM, S::kThreads, kAK, kVec4>;
   using LoadB = Loader<S::BN, S::kThreads, kBK, kVec4>;
 
   int m0, n0;
-  tile_origin(p.m, p.n, S::BM, S::BN, blockIdx.x, m0, n0);
-  const int batch = blockIdx.z / p.k_splits, split_id = blockIdx.z % p.k_splits;
+  tile_origin(p.m, p.n, S::BM, S::BN, pid, m0, n0);
+  const int batch = z / p.k_splits, split_id = z % p.k_splits;
   const int k_begin = split_id * p.k_slice;
   const int k_len = max(0, min(p.k - k_begin, p.k_slice));
   const float* a_panel = p.a.ptr + batch * p.a.batch_stride + (kAK ? m0 * p.a.ld + k_begin : k_begin * p.a.ld + m0);
@@ -586,6 +586,27 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32(const
 #else
   __trap();  // no TF32 MMA before sm_80; never launched there
 #endif
+}
+
+template <class S, Layout LA, Layout LB, bool kVec4>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32(const GemmParams p) {
+  allow_dependents();  // a split-K reduction after it may launch now
+  tile_product<S, LA, LB, kVec4>(p, blockIdx.x, blockIdx.z);
+}
+
+// The wgmma kernel's fix-up (sgemm_3xtf32_wgmma.cuh, pass 3): the tiles whose flag is set,
+// flags[z * tiles + pid], recomputed exactly as sgemm_3xtf32 computes them. A grid of about
+// one block per SM walks all flags (a few per block), so the usual call, with none set, costs
+// one small launch rather than a grid of blocks that each take 128 KB of shared memory to exit.
+template <class S, Layout LA, Layout LB, bool kVec4>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
+    sgemm_3xtf32_fixup(const GemmParams p, const int* flags, int tiles) {
+  const int64_t total = int64_t(tiles) * p.batch * p.k_splits;
+  for (int64_t i = blockIdx.x; i < total; i += gridDim.x) {
+    if (flags[i] == 0) continue;  // the same for every thread of the block
+    __syncthreads();              // the previous tile's last reads of the stages are done
+    tile_product<S, LA, LB, kVec4>(p, int(i % tiles), int(i / tiles));
+  }
 }
 
 }  // namespace tf32x3

@@ -3,6 +3,8 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
+
 #include "../gemm_params.h"
 
 namespace vecgemm {
@@ -29,5 +31,30 @@ void launch_sgemm_3xtf32_config(int config, const GemmParams& p, Layout la, Layo
                                 cudaStream_t stream);
 // The __global__ function of one instance, for cudaFuncGetAttributes and occupancy queries.
 const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4);
+
+// Recomputes, as config 0 (128 x 128) computes them, the tiles whose flag is nonzero:
+// flags[z * tiles + pid], z = batch * k_splits + split, pid in the kernels' raster order.
+// The wgmma kernel's pass for NaN, Inf and tiny results (sgemm_3xtf32_wgmma.cuh).
+void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, cudaStream_t stream);
+
+// ---- the Hopper form (sgemm_3xtf32_wgmma.cuh): wgmma, sm_90a only ----
+// Same problem and results as launch_sgemm_3xtf32, in three launches: a split of A and B
+// into their TF32 parts (K-contiguous) in p.workspace, the wgmma kernel, and the mma.sync
+// kernel over the tiles with NaN, Inf or results below 2^-90. p.workspace must hold
+// sgemm_3xtf32_wgmma_workspace_bytes(p) bytes, 256-byte aligned, and may not overlap A, B,
+// C or D. Split-K (p.k_splits > 1) is not done in wgmma yet: such calls run the mma.sync
+// kernel (launch_sgemm_3xtf32, whose workspace contract then applies). vec4 is unused (the
+// split reads any alignment). Throws "not built for this GPU" where the device is not
+// sm_90 or the build had no sm_90a target (TORCH_CUDA_ARCH_LIST with 9.0a).
+size_t sgemm_3xtf32_wgmma_workspace_bytes(const GemmParams& p);
+void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
+// Its first pass alone (the split into p.workspace), for probes that price it.
+void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
+// Whether the current device can run it (sm_90 with sm_90a code in this build); the first
+// call per device runs a one-thread kernel and waits for it.
+bool sgemm_3xtf32_wgmma_available();
+// The main kernel, for cudaFuncGetAttributes; its block size and dynamic shared memory.
+const void* tf32x3_wgmma_kernel_entry();
+Tf32x3ConfigInfo tf32x3_wgmma_config_info();
 
 }  // namespace vecgemm

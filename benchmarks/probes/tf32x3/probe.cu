@@ -47,6 +47,27 @@ using vecgemm::Layout;
     }                                                                                \
   } while (0)
 
+// The config index that stands for the wgmma kernel (launch_sgemm_3xtf32_wgmma), past the
+// mma.sync configs; its cases run only where sgemm_3xtf32_wgmma_available().
+static const int kWgmma = vecgemm::kNumTf32x3Configs;
+static bool g_wgmma = false;
+static const char* config_name(int c) {
+  return c < 0 ? "3xtf32" : c == kWgmma ? "wgmma" : c == 0 ? "128x128" : "128x64";
+}
+
+// One call of the kernel under test (config as in Case), with the wgmma form's workspace.
+static void launch(int config, const GemmParams& p0, Layout la, Layout lb, bool vec4, void* workspace) {
+  GemmParams p = p0;
+  if (config == kWgmma) {
+    p.workspace = static_cast<float*>(workspace);
+    vecgemm::launch_sgemm_3xtf32_wgmma(p, la, lb, vec4, 0);
+  } else if (config < 0) {
+    vecgemm::launch_sgemm_3xtf32(p, la, lb, vec4, 0);
+  } else {
+    vecgemm::launch_sgemm_3xtf32_config(config, p, la, lb, vec4, 0);
+  }
+}
+
 static int g_failures = 0;   // wrong results: exit 1
 static int g_shortfalls = 0;  // right, but less accurate than 3x cuBLAS fp32: exit 3
 static cublasHandle_t g_cublas;
@@ -74,7 +95,7 @@ struct Case {
   float alpha = 1.0f, beta = 0.0f;
   Dist dist = Dist::Randn;
   int k_splits = 1;
-  int config = -1;  // -1: the launcher's choice
+  int config = -1;  // -1: the launcher's choice; kWgmma: the sm_90a wgmma form
 };
 
 static float sample(std::mt19937_64& rng, Dist d) {
@@ -245,11 +266,11 @@ static std::vector<float> run_kernel(const Case& cs, const Operand& A, const Ope
   p.c_vec4 = C.col_stride == 1 && C.row_stride % 4 == 0 && C.batch_stride % 4 == 0;
   p.d_vec4 = d_ld % 4 == 0;
   const bool vec4 = aligned16(A) && aligned16(B);
-  if (cs.config < 0)
-    vecgemm::launch_sgemm_3xtf32(p, cs.la, cs.lb, vec4, 0);
-  else
-    vecgemm::launch_sgemm_3xtf32_config(cs.config, p, cs.la, cs.lb, vec4, 0);
+  void* ws = nullptr;
+  if (cs.config == kWgmma) CK(cudaMalloc(&ws, std::max<size_t>(vecgemm::sgemm_3xtf32_wgmma_workspace_bytes(p), 256)));
+  launch(cs.config, p, cs.la, cs.lb, vec4, ws);
   CK(cudaDeviceSynchronize());
+  if (ws) CK(cudaFree(ws));
   CK(cudaMemcpy(out.data(), d, out.size() * 4, cudaMemcpyDeviceToHost));
   CK(cudaFree(d));
   return out;
@@ -284,7 +305,7 @@ static std::string describe(const Case& cs) {
            cs.la == Layout::RowMajor ? 'r' : 'c', cs.lb == Layout::RowMajor ? 'r' : 'c',
            cs.pad_a || cs.pad_b ? " ld+" : "", cs.unaligned ? " unal" : "", cs.bcast_a ? " A*" : "",
            cs.bcast_b ? " B*" : "", cmode_name(cs.cmode), cs.alpha, cs.beta, dist_name(cs.dist),
-           cs.config >= 0 ? (" cfg" + std::to_string(cs.config)).c_str() : "");
+           cs.config == kWgmma ? " wgmma" : cs.config >= 0 ? (" cfg" + std::to_string(cs.config)).c_str() : "");
   return buf;
 }
 
@@ -368,9 +389,9 @@ static void check_special(Layout la, Layout lb, int config) {
   const Err ours = compare(d, ref, denom), cub = compare(dc, ref, denom);
   const bool ok = correct(ours, cs.k);
   const char* v = verdict(ok, acceptable(ours, cub));
-  printf("%-4s special values %c%c cfg%d: class mismatches %ld (cuBLAS %ld), finite fro %.2e (cuBLAS %.2e) comp %.2fu "
+  printf("%-4s special values %c%c %s: class mismatches %ld (cuBLAS %ld), finite fro %.2e (cuBLAS %.2e) comp %.2fu "
          "(cuBLAS %.2fu)\n",
-         v, la == Layout::RowMajor ? 'r' : 'c', lb == Layout::RowMajor ? 'r' : 'c', config,
+         v, la == Layout::RowMajor ? 'r' : 'c', lb == Layout::RowMajor ? 'r' : 'c', config_name(config),
          ours.nan_mismatch, cub.nan_mismatch, ours.fro, cub.fro, ours.comp, cub.comp);
   if (!ok || ours.nan_mismatch) {
     const int probes[][3] = {{0, 3, 0}, {0, 3, 1}, {0, 3, 2}, {0, 3, 3}, {0, 9, 17}, {0, 40, 0}, {0, 60, 30},
@@ -420,9 +441,10 @@ static void check_special(Layout la, Layout lb, int config) {
   }
   const bool sok = zeros == 0 && sub_ours <= 3.0 * sub_cub + 1e-5;
   if (!sok) ++g_failures;
-  printf("%-4s subnormal operands %c%c cfg%d: max rel error of normal results %.2e (cuBLAS %.2e), results flushed "
+  printf("%-4s subnormal operands %c%c %s: max rel error of normal results %.2e (cuBLAS %.2e), results flushed "
          "to 0: %ld (cuBLAS %ld)\n",
-         sok ? "ok" : "FAIL", la == Layout::RowMajor ? 'r' : 'c', lb == Layout::RowMajor ? 'r' : 'c', config, sub_ours,
+         sok ? "ok" : "FAIL", la == Layout::RowMajor ? 'r' : 'c', lb == Layout::RowMajor ? 'r' : 'c', config_name(config),
+         sub_ours,
          sub_cub, zeros, zeros_cub);
   cudaFree(SA.dev), cudaFree(SB.dev);
 }
@@ -469,6 +491,8 @@ static void time_square(int s, Layout la, Layout lb, const std::vector<int>& con
   p.m = p.n = p.k = s, p.batch = 1;
   p.a = {a, s, 0}, p.b = {b, s, 0};
   p.d = d, p.d_ld = s, p.alpha = 1.0f, p.beta = 0.0f, p.k_splits = 1, p.k_slice = s, p.d_vec4 = true;
+  void* ws = nullptr;
+  if (g_wgmma) CK(cudaMalloc(&ws, vecgemm::sgemm_3xtf32_wgmma_workspace_bytes(p)));
   const double flop = 2.0 * s * s * double(s);
   const float one = 1.0f, zero = 0.0f;
   const cublasOperation_t opa = la == Layout::RowMajor ? CUBLAS_OP_N : CUBLAS_OP_T;
@@ -477,16 +501,20 @@ static void time_square(int s, Layout la, Layout lb, const std::vector<int>& con
   printf("time %5d^3 %c%c  cuBLAS fp32 %7.3f ms %6.1f TFLOP/s", s, la == Layout::RowMajor ? 'r' : 'c',
          lb == Layout::RowMajor ? 'r' : 'c', t_cub, flop / t_cub / 1e9);
   for (int c : configs) {
-    const double t = median_ms([&] {
-      if (c < 0) vecgemm::launch_sgemm_3xtf32(p, la, lb, true, 0);
-      else vecgemm::launch_sgemm_3xtf32_config(c, p, la, lb, true, 0);
-    });
-    printf(" | %s %7.3f ms %6.1f TFLOP/s x%.2f", c < 0 ? "3xtf32" : c == 0 ? "128x128" : "128x64", t,
-           flop / t / 1e9, t_cub / t);
+    if (c == kWgmma && !g_wgmma) continue;
+    const double t = median_ms([&] { launch(c, p, la, lb, true, ws); });
+    printf(" | %s %7.3f ms %6.1f TFLOP/s x%.2f", config_name(c), t, flop / t / 1e9, t_cub / t);
+    if (c == kWgmma) {
+      // The split pass alone, and the rest (wgmma kernel + fix-up launch) by difference.
+      GemmParams q = p;
+      q.workspace = static_cast<float*>(ws);
+      const double ts = median_ms([&] { vecgemm::launch_sgemm_3xtf32_wgmma_split(q, la, lb, 0); });
+      printf(" (split %.3f ms, kernel %.1f TFLOP/s)", ts, flop / (t - ts) / 1e9);
+    }
   }
   printf("\n");
   fflush(stdout);
-  cudaFree(a), cudaFree(b), cudaFree(d);
+  cudaFree(a), cudaFree(b), cudaFree(d), cudaFree(ws);
 }
 
 int main(int argc, char** argv) {
@@ -518,6 +546,23 @@ int main(int argc, char** argv) {
                  info.bm, info.bn, la == Layout::RowMajor ? 'r' : 'c', lb == Layout::RowMajor ? 'r' : 'c',
                  v ? "vec4" : "scalar", at.numRegs, at.localSizeBytes, info.smem_bytes, info.threads, blocks);
         }
+  }
+
+  g_wgmma = vecgemm::sgemm_3xtf32_wgmma_available();
+  if (g_wgmma) {
+    const auto info = vecgemm::tf32x3_wgmma_config_info();
+    cudaFuncAttributes at;
+    CK(cudaFuncGetAttributes(&at, vecgemm::tf32x3_wgmma_kernel_entry()));
+    CK(cudaFuncSetAttribute(vecgemm::tf32x3_wgmma_kernel_entry(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            info.smem_bytes));
+    int blocks = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, vecgemm::tf32x3_wgmma_kernel_entry(), info.threads,
+                                                     info.smem_bytes));
+    printf("kernel wgmma %dx%d (all orders): %d registers, %zu bytes local (spills), %d B dynamic smem, %d threads, "
+           "%d blocks/SM\n",
+           info.bm, info.bn, at.numRegs, at.localSizeBytes, info.smem_bytes, info.threads, blocks);
+  } else {
+    printf("kernel wgmma: not available on this device/build (needs sm_90 and -arch=sm_90a)\n");
   }
 
   if (!time_only) {
@@ -575,6 +620,16 @@ int main(int argc, char** argv) {
         cases.push_back(c);
       }
     }
+    // Every case again on the wgmma form (the mma.sync configs' unchecked-loop cases once).
+    if (g_wgmma) {
+      const size_t n = cases.size();
+      for (size_t i = 0; i < n; ++i)
+        if (cases[i].config <= 0) {
+          Case c = cases[i];
+          c.config = kWgmma;
+          cases.push_back(c);
+        }
+    }
     uint64_t seed = 1;
     for (const Case& cs : cases) {
       if (quick && int64_t(cs.m) * cs.n * cs.k * cs.batch > 100000000) continue;
@@ -583,12 +638,13 @@ int main(int argc, char** argv) {
     }
     for (Layout la : L)
       for (Layout lb : L)
-        for (int c = 0; c < vecgemm::kNumTf32x3Configs; ++c) check_special(la, lb, c);
+        for (int c = 0; c <= kWgmma; ++c)
+          if (c < kWgmma || g_wgmma) check_special(la, lb, c);
   }
 
   if (!quick) {
     CK(cudaMalloc(&g_flush, kFlushBytes));
-    const std::vector<int> configs = {0, 1};
+    const std::vector<int> configs = {0, 1, kWgmma};
     for (int s : {2048, 4096, 8192}) time_square(s, Layout::RowMajor, Layout::RowMajor, configs);
     time_square(4096, Layout::RowMajor, Layout::ColMajor, configs);
     time_square(4096, Layout::ColMajor, Layout::RowMajor, configs);

@@ -6,10 +6,17 @@ ROOT="$(cd "$(dirname "$0")/../../.." && pwd)"
 NVCC="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 OUT="${TF32X3_PROBE_BIN:-/tmp/tf32x3_probe}"
 cd "$ROOT"
-if [ ! -x "$OUT" ] || [ -n "$(find csrc/cuda/sgemm_3xtf32.* csrc/gemm_params.h csrc/cuda/async_tile.cuh \
-      csrc/cuda/block_tile.cuh csrc/cuda/epilogue.cuh benchmarks/probes/tf32x3/probe.cu -newer "$OUT" 2>/dev/null)" ]; then
+# sm_90a: the wgmma kernel exists only in the arch-specific target (the mma.sync one runs on it
+# too). TF32X3_NVCC_FLAGS: extra flags, e.g. cuBLAS from the pip wheel where the toolkit has
+# none: "-I$N/include -L$N/lib -l:libcublas.so.13" with N the wheel's nvidia/cu13 directory.
+if [ ! -x "$OUT" ] || [ -n "$(find csrc/cuda/sgemm_3xtf32*.* csrc/gemm_params.h csrc/cuda/async_tile.cuh \
+      csrc/cuda/block_tile.cuh csrc/cuda/epilogue.cuh csrc/cuda/dependent_launch.cuh csrc/cuda/host_error.h \
+      benchmarks/probes/tf32x3/probe.cu -newer "$OUT" 2>/dev/null)" ]; then
   echo "building $OUT"
-  "$NVCC" -O3 -std=c++17 -arch=sm_90 -split-compile=0 -DVECGEMM_STANDALONE -Icsrc/cuda \
-    benchmarks/probes/tf32x3/probe.cu csrc/cuda/sgemm_3xtf32.cu -lcublas -o "$OUT"
+  LINK_CUBLAS=-lcublas
+  case "${TF32X3_NVCC_FLAGS:-}" in *cublas*) LINK_CUBLAS= ;; esac  # the flags name their own
+  # shellcheck disable=SC2086
+  "$NVCC" -O3 -std=c++17 -arch=sm_90a -split-compile=0 -DVECGEMM_STANDALONE -Icsrc/cuda ${TF32X3_NVCC_FLAGS:-} \
+    benchmarks/probes/tf32x3/probe.cu csrc/cuda/sgemm_3xtf32.cu csrc/cuda/sgemm_3xtf32_wgmma.cu $LINK_CUBLAS -o "$OUT"
 fi
 "$OUT" "$@"

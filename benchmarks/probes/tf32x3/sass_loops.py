@@ -12,7 +12,7 @@ import collections
 import re
 import sys
 
-KINDS = ['HMMA', 'FADD', 'FMUL', 'FFMA', 'LDS', 'LDGSTS', 'BAR', 'STL', 'LDL', 'IADD3', 'LOP3', 'IMAD']
+KINDS = ['HMMA', 'HGMMA', 'WARPGROUP', 'SYNCS', 'UTMALDG', 'FADD', 'FMUL', 'FFMA', 'LDS', 'LDGSTS', 'BAR', 'STL', 'LDL', 'IADD3', 'LOP3', 'IMAD']
 
 
 def opcode(ins):

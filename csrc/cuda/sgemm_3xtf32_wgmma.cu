@@ -1,0 +1,196 @@
+// Host side of the wgmma 3xTF32 kernel (sgemm_3xtf32_wgmma.cuh): the workspace, the TMA
+// descriptors and the three launches. Builds in the extension and standalone (the probe).
+// TMA descriptors come from the driver's cuTensorMapEncodeTiled, reached through the
+// runtime's entry-point query, so nothing links against libcuda.
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+
+#include "host_error.h"
+#include "sgemm_3xtf32.h"
+#include "sgemm_3xtf32_wgmma.cuh"
+
+namespace vecgemm {
+namespace {
+
+namespace w = tf32x3_wgmma;
+
+[[noreturn]] void fail_wgmma(const std::string& what) { fail_in("sgemm_3xtf32_wgmma", what); }
+
+void launched(cudaError_t e) {
+  if (e != cudaSuccess) fail_wgmma(std::string("launch failed: ") + cudaGetErrorString(e));
+  check_launch_in("sgemm_3xtf32_wgmma");
+}
+
+// Batches per pass: grid.z's limit (the workspace holds one chunk's planes).
+constexpr int kMaxZ = 65535;
+
+int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
+
+struct Workspace {
+  int64_t flag_bytes, a_bytes, b_bytes;
+  int a_planes, b_planes, chunk;
+};
+
+Workspace layout(const GemmParams& p) {
+  Workspace w{};
+  w.chunk = std::min(std::max(p.batch, 1), kMaxZ);
+  w.a_planes = p.a.batch_stride == 0 ? 1 : w.chunk;
+  w.b_planes = p.b.batch_stride == 0 ? 1 : w.chunk;
+  const int64_t kp = w::padded_k(std::max(p.k, 1));
+  const int64_t tiles = int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + w::BN - 1) / w::BN);
+  w.flag_bytes = align256(tiles * w.chunk * 4);
+  w.a_bytes = align256(int64_t(w.a_planes) * 2 * p.m * kp * 4);
+  w.b_bytes = align256(int64_t(w.b_planes) * 2 * p.n * kp * 4);
+  return w;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  static std::atomic<PFN_cuTensorMapEncodeTiled_v12000> fn{nullptr};
+  PFN_cuTensorMapEncodeTiled_v12000 f = fn.load();
+  if (f) return f;
+  void* sym = nullptr;
+  cudaDriverEntryPointQueryResult q{};
+  const cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &sym, 12000, cudaEnableDefault, &q);
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || sym == nullptr)
+    fail_wgmma("the driver has no cuTensorMapEncodeTiled");
+  f = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(sym);
+  fn.store(f);
+  return f;
+}
+
+// The parts of one operand, {K, rows, 2 planes} with row stride kp floats, in boxes of
+// {32, box_rows, 2} (big and small together), 128-byte swizzled for wgmma. Coordinates past
+// K or rows read as zero: no padding is written or needed.
+CUtensorMap tensor_map(float* parts, int rows, int k, int planes, int box_rows) {
+  const cuuint64_t kp = w::padded_k(std::max(k, 1));
+  const cuuint64_t dims[3] = {cuuint64_t(std::max(k, 1)), cuuint64_t(rows), cuuint64_t(2) * planes};
+  const cuuint64_t strides[2] = {kp * 4, kp * 4 * rows};
+  const cuuint32_t box[3] = {cuuint32_t(w::kBK), cuuint32_t(box_rows), 2};
+  const cuuint32_t steps[3] = {1, 1, 1};
+  CUtensorMap map;
+  const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, parts, dims, strides, box, steps,
+                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) fail_wgmma("cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ")");
+  return map;
+}
+
+// Operand X as rows x K: A (M x K) is K-contiguous when row-major, B (K x N) when column-major.
+void split(const float* src, int64_t ld, int64_t batch_stride, bool k_contiguous, int rows, int k, int planes,
+           float* dst, cudaStream_t stream) {
+  if (k <= 0) return;
+  const dim3 grid((rows + 31) / 32, (k + 31) / 32, planes), block(32, 8);
+  if ((k + 31) / 32 > 65535) fail_wgmma("K past 2^21");
+  if (k_contiguous) w::split_operand<true><<<grid, block, 0, stream>>>(src, ld, batch_stride, rows, k, dst);
+  else w::split_operand<false><<<grid, block, 0, stream>>>(src, ld, batch_stride, rows, k, dst);
+  launched(cudaSuccess);
+}
+
+int current_device_wgmma() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) fail_wgmma("no current CUDA device");
+  return dev;
+}
+
+}  // namespace
+
+size_t sgemm_3xtf32_wgmma_workspace_bytes(const GemmParams& p) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return 0;
+  const Workspace w = layout(p);
+  return size_t(w.flag_bytes + w.a_bytes + w.b_bytes);
+}
+
+bool sgemm_3xtf32_wgmma_available() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> known[kMaxDevices];  // 0 unknown, 1 no, 2 yes
+  const int dev = current_device_wgmma();
+  if (dev >= kMaxDevices) return false;
+  int state = known[dev].load();
+  if (state == 0) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    bool built = false;
+    // sm_90a code runs on 9.0 only; on another GPU the kernel would be PTX-JIT'd or absent.
+    if (major == 9 && minor == 0) {
+      int* flag = nullptr;
+      int host = 0;
+      if (cudaMalloc(&flag, sizeof(int)) == cudaSuccess) {
+        w::wgmma_built<<<1, 1>>>(flag);
+        if (cudaGetLastError() == cudaSuccess && cudaMemcpy(&host, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess)
+          built = host == 1;
+        cudaFree(flag);
+      }
+      cudaGetLastError();  // a missing kernel image is an answer, not an error to keep
+    }
+    state = built ? 2 : 1;
+    known[dev].store(state);
+  }
+  return state == 2;
+}
+
+const void* tf32x3_wgmma_kernel_entry() { return reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma); }
+
+Tf32x3ConfigInfo tf32x3_wgmma_config_info() { return {w::BM, w::BN, w::kThreads, w::kSmemBytes}; }
+
+namespace {
+
+// The passes of launch_sgemm_3xtf32_wgmma; product false: the split alone (for probes).
+void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, bool vec4, bool product, cudaStream_t stream) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+  if (p.k_splits > 1) {
+    if (product) launch_sgemm_3xtf32(p, la, lb, vec4, stream);
+    return;
+  }
+  if (!sgemm_3xtf32_wgmma_available())
+    fail_wgmma("not built for this GPU (needs an sm_90 device and sm_90a code: TORCH_CUDA_ARCH_LIST=9.0a)");
+  if (p.workspace == nullptr || reinterpret_cast<uintptr_t>(p.workspace) % 256 != 0)
+    fail_wgmma("needs a 256-byte aligned workspace of sgemm_3xtf32_wgmma_workspace_bytes()");
+  const void* fn = tf32x3_wgmma_kernel_entry();
+  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, w::kSmemBytes);
+  if (e != cudaSuccess) fail_wgmma(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e));
+
+  const Workspace ws = layout(p);
+  char* base = reinterpret_cast<char*>(p.workspace);
+  int* flags = reinterpret_cast<int*>(base);
+  float* a_parts = reinterpret_cast<float*>(base + ws.flag_bytes);
+  float* b_parts = reinterpret_cast<float*>(base + ws.flag_bytes + ws.a_bytes);
+  const int64_t tiles = int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + w::BN - 1) / w::BN);
+  if (tiles > 0x7fffffff) fail_wgmma("too many output tiles");
+
+  for (int b0 = 0; b0 < p.batch; b0 += ws.chunk) {
+    GemmParams q = p;
+    q.k_splits = 1, q.k_slice = p.k;
+    q.batch = std::min(ws.chunk, p.batch - b0);
+    q.a.ptr += b0 * p.a.batch_stride;
+    q.b.ptr += b0 * p.b.batch_stride;
+    if (q.c) q.c += b0 * p.c_batch_stride;
+    q.d += b0 * p.d_batch_stride;
+    int a_planes = p.a.batch_stride == 0 ? 1 : q.batch, b_planes = p.b.batch_stride == 0 ? 1 : q.batch;
+    split(q.a.ptr, q.a.ld, q.a.batch_stride, la == Layout::RowMajor, q.m, q.k, a_planes, a_parts, stream);
+    split(q.b.ptr, q.b.ld, q.b.batch_stride, lb == Layout::ColMajor, q.n, q.k, b_planes, b_parts, stream);
+    if (!product) continue;
+    const CUtensorMap map_a = tensor_map(a_parts, q.m, q.k, a_planes, w::BM);
+    const CUtensorMap map_b = tensor_map(b_parts, q.n, q.k, b_planes, w::BN);
+    void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
+                    &flags};
+    launched(cudaLaunchKernel(fn, dim3(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch)),
+                              dim3(w::kThreads), args, w::kSmemBytes, stream));
+    launch_sgemm_3xtf32_fixup(q, la, lb, flags, stream);
+  }
+}
+
+}  // namespace
+
+void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, vec4, true, stream);
+}
+
+void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, true, false, stream);
+}
+
+}  // namespace vecgemm
