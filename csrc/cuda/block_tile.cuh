@@ -267,9 +267,11 @@ __device__ __forceinline__ void store_accumulators_staged(const GemmParams& p, c
 template <class S>
 __device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,
                                                    const float (&acc)[S::TM][S::TN]) {
-  // Kernels held to 128 registers (four blocks a SM) with 64 accumulators have none to
-  // spare for the staging: ptxas then spills inside the main loop (64 x 128 x 8).
-  if constexpr (S::kMinBlocks < 4 || S::TM * S::TN <= 32) {
+  // Only the large tilings (at most two blocks a SM): their many-block, few-K grids are
+  // the output-bound ones (1.4x at 6245x4443x21). The four-block tilings run the small,
+  // latency-bound problems, where the staging's round trips cost 1-2.5 us a call (8 -> 10
+  // us at 2598x30x40), and ptxas spills inside the 64 x 128 x 8 main loop to fit it.
+  if constexpr (S::kMinBlocks < 4) {
     if (p.k_splits == 1 ? !p.d_vec4 : p.n % 4 != 0) {
       store_accumulators_staged(p, blk, acc);
       return;
