@@ -37,6 +37,9 @@ Reason find_violation(int row, int device) {
     return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
            "; rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";
   }
+  if (r.available != nullptr && !r.available())
+    return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
+           " (it needs sm_90a code: TORCH_CUDA_ARCH_LIST with 9.0a, README, Build)";
   return std::nullopt;
 }
 

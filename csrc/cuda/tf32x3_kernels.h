@@ -26,15 +26,35 @@ struct Tf32x3Row {
   Tf32x3ConfigInfo (*info)(int config);
   const void* (*entry)(int config, Layout la, Layout lb, bool vec4);
   void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
+  // Scratch the kernel needs in p.workspace when unsplit (the wgmma form's TF32 parts of A
+  // and B), or none; split, p.workspace holds the split-K partials instead.
+  size_t (*workspace_bytes)(const GemmParams& p);
+  // Whether the device can run the kernel beyond what its capability range says (the
+  // wgmma form: sm_90a code in this build), or none.
+  bool (*available)();
 };
 
-// 128 x 64 first: two blocks of 4 warps per SM measured faster than one of 8 at every size
-// on the H200 with the kernel's earlier 64 x 64 warps; not yet timed with its 64 x 32 warps
-// (tf32x3_default_config, sgemm_3xtf32.cu). 128 x 128 needs 128 KB of shared memory a
-// block, which sm_86 and sm_89 (99 KB) do not have.
+namespace tf32x3_wgmma_row {
+inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
+inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
+inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
+  launch_sgemm_3xtf32_wgmma(p, la, lb, vec4, stream);
+}
+}  // namespace tf32x3_wgmma_row
+
+// The wgmma form first where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync
+// form's 1.1x on the H200 (docs/performance.md, step 31). Then 128 x 64: two blocks of 4
+// warps per SM measured faster than one of 8 at every size on the H200 with the kernel's
+// earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,
+// 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
+// (99 KB) do not have.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
-    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config},
-    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config},
+    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_workspace_bytes, &sgemm_3xtf32_wgmma_available},
+    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config,
+     nullptr, nullptr},
+    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config,
+     nullptr, nullptr},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);
 
