@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from benchmarks import precision, records, sweep
+from benchmarks.common import CUBLAS, TF32
 from conftest import gpu, randn
 
 
@@ -163,6 +164,21 @@ def test_precision_plot_from_a_synthetic_record(tmp_path):
         assert out.stat().st_size > 10_000
 
 
+def test_records_report_the_precision_kind(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib", reason="matplotlib draws the plot (requirements.txt)")
+    assert "precision" in records.KINDS and "precision" in records.MEASURE
+    (tmp_path / "h200").mkdir()
+    (tmp_path / "h200" / "precision.json").write_text(json.dumps(synthetic_precision()))
+    monkeypatch.setattr(records, "ROOT", str(tmp_path))
+    assert records.sets() == ["h200"]
+    text = records.sections("h200", title=True)
+    assert "### Accuracy and speed" in text and precision.TF32X3 in text
+    assert "(benchmarks/records/h200/precision.png)" in text
+    records.write_derived("h200")
+    assert precision.TF32X3 in (tmp_path / "h200" / "summary.md").read_text()
+    assert (tmp_path / "h200" / "precision.png").stat().st_size > 10_000
+
+
 def test_precision_run_needs_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("there is a GPU here: test_precision_run_on_the_gpu runs instead")
@@ -178,8 +194,8 @@ def test_precision_run_on_the_gpu(tmp_path):
     data = json.loads(out.with_suffix(".json").read_text())
     assert {r["path"] for r in data["speed"]} == set(precision.PATHS) and len(data["speed"]) == 2 * len(precision.PATHS)
     for r in data["errors"]:
-        if r["path"] in (precision.IEEE, precision.TF32X3, records.report.CUBLAS):
+        if r["path"] in (precision.IEEE, precision.TF32X3, CUBLAS):
             assert r["rel_fro"] < 1e-5 and r["max_rel_to_abs_product"] < 1e-5, r
-    tf32 = [r for r in data["errors"] if r["path"] == records.report.TF32]
+    tf32 = [r for r in data["errors"] if r["path"] == TF32]
     assert all(r["rel_fro"] > 1e-5 for r in tf32)  # the other precision shows as one
     assert torch.backends.cuda.matmul.allow_tf32 is False or data["machine"]["tf32_default"]
