@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import math
 import sys
 
@@ -30,7 +29,7 @@ import torch
 
 import torch_vecgemm
 from benchmarks import report
-from benchmarks.common import CUBLAS, TF32, figure, machine_info, make_operands, save_figure, time_ms
+from benchmarks.common import CUBLAS, TF32, figure, machine_info, make_operands, save_figure, time_ms, write_record
 
 try:
     import triton
@@ -336,10 +335,7 @@ def plot(data, path):
 
 
 def write(data, out):
-    with open(out + ".json", "w") as f:
-        json.dump(data, f, indent=1)
-    plot(data, out + ".png")
-    return [out + ".json", out + ".png"]
+    return write_record(data, out, plot)
 
 
 def parse_args(argv=None):

@@ -40,7 +40,7 @@ import re
 import sys
 
 from benchmarks import report
-from benchmarks.common import REPO
+from benchmarks.common import REPO, write_record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "records")
@@ -194,11 +194,7 @@ def measure_host(slug):
 
     data = host_overhead.run()
     print(host_overhead.markdown(data))
-    out = os.path.join(ROOT, slug, "host")
-    with open(out + ".json", "w") as f:
-        json.dump(data, f, indent=1)
-    host_overhead.plot(data, out + ".png")
-    _wrote([out + ".json", out + ".png"])
+    _wrote(write_record(data, os.path.join(ROOT, slug, "host"), host_overhead.plot))
 
 
 def measure_train(slug):
