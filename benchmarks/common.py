@@ -107,6 +107,14 @@ def save_figure(fig, path, info=None):
     plt.close(fig)
 
 
+def write_record(data, out, plot):
+    """OUT.json (data) and OUT.png (plot(data, path)); returns the paths written."""
+    with open(out + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+    plot(data, out + ".png")
+    return [out + ".json", out + ".png"]
+
+
 def _nvidia_smi(query):
     try:
         out = subprocess.run(

@@ -17,7 +17,6 @@ inputs that require grad.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ import torch.nn.functional as F
 
 import torch_vecgemm as tv
 from benchmarks import report
-from benchmarks.common import figure, machine_info, save_figure
+from benchmarks.common import figure, machine_info, save_figure, write_record
 
 ops = torch.ops.vecgemm
 
@@ -166,10 +165,7 @@ def main(argv=None):
     data = run(args.calls, args.repeats)
     print(markdown(data))
     if args.out:
-        with open(args.out + ".json", "w") as f:
-            json.dump(data, f, indent=1)
-        plot(data, args.out + ".png")
-        print(f"wrote {args.out}.json, {args.out}.png")
+        print("wrote " + ", ".join(write_record(data, args.out, plot)))
     return 0
 
 

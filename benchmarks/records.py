@@ -18,8 +18,12 @@ A set holds one record of each kind (KINDS), each measured from a committed chec
             MLP, each trained with torch.nn.Linear and with torch_vecgemm's, timed eager and
             compiled): train.json (the stamp, the settings, the loss curves, the agreement
             check, tokens/s, what inductor generated), train.png, train.md
+    precision  accuracy and speed of the fp32 paths (precision.py at its defaults: cuBLAS
+            SGEMM, torch_vecgemm IEEE and 3xTF32, Triton ieee and tf32x3, cuBLAS TF32 at
+            2048, 4096 and 8192, their errors against float64 at 4096, and 3xTF32 on the
+            model shapes): precision.json, precision.png (error against TFLOP/s)
 
-and summary.md, the tables of bench, sweep and host, each headed by its stamp. The set's
+and summary.md, the tables of bench, sweep, host and precision, each headed by its stamp. The set's
 directory is the GPU's name made a slug ("NVIDIA H200" -> h200). The README's results
 section (and its training section) is rewritten from the set of the GPU it shows (or from
 this one where it shows none; --readme yes / no overrides), and records/README.md's table
@@ -36,7 +40,7 @@ import re
 import sys
 
 from benchmarks import report
-from benchmarks.common import REPO
+from benchmarks.common import REPO, write_record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "records")
@@ -48,7 +52,7 @@ TRAIN_BEGIN, TRAIN_END = "<!-- train:begin -->", "<!-- train:end -->"
 RECORD_ARGS = ["--suite", "square,model", "--layouts", "rr", "--variants", "auto,vectorized"]
 # The training benchmark of record: train.py's defaults (models.json's default preset).
 TRAIN_ARGS = []
-KINDS = ("bench", "sweep", "host", "train")
+KINDS = ("bench", "sweep", "host", "train", "precision")
 SWEEP_SEED, SWEEP_COUNT = 0, 128
 
 
@@ -75,14 +79,15 @@ def load(slug, kind="bench"):
 
 
 def _kind_modules():
-    from benchmarks import host_overhead, sweep
+    from benchmarks import host_overhead, precision, sweep
 
-    return (("sweep", sweep, "Random shapes"), ("host", host_overhead, "Host time per call"))
+    return (("sweep", sweep, "Random shapes"), ("host", host_overhead, "Host time per call"),
+            ("precision", precision, "Accuracy and speed: IEEE fp32 and 3xTF32"))
 
 
 def sections(slug, title, image_dir=None):
-    """The set's bench, sweep and host tables as markdown, each headed by its stamp; the
-    plots of sweep and host linked from image_dir (default: as seen from the repository's
+    """The set's bench, sweep, host and precision tables as markdown, each headed by its
+    stamp; the plots of sweep, host and precision linked from image_dir (default: as seen from the repository's
     root)."""
     image_dir = f"benchmarks/records/{slug}/" if image_dir is None else image_dir
     parts = []
@@ -189,11 +194,7 @@ def measure_host(slug):
 
     data = host_overhead.run()
     print(host_overhead.markdown(data))
-    out = os.path.join(ROOT, slug, "host")
-    with open(out + ".json", "w") as f:
-        json.dump(data, f, indent=1)
-    host_overhead.plot(data, out + ".png")
-    _wrote([out + ".json", out + ".png"])
+    _wrote(write_record(data, os.path.join(ROOT, slug, "host"), host_overhead.plot))
 
 
 def measure_train(slug):
@@ -209,7 +210,21 @@ def measure_train(slug):
     _wrote(train.write_outputs(os.path.join(ROOT, slug, "train"), data))
 
 
-MEASURE = {"bench": measure_bench, "sweep": measure_sweep, "host": measure_host, "train": measure_train}
+def measure_precision(slug):
+    from benchmarks import precision
+
+    data = precision.run()
+    print(precision.markdown(data))
+    wrong = precision.wrong_results(data)
+    if wrong:
+        for r in wrong:
+            print(f"!!! {r.get('path') or r.get('name')}: {r['note']}", file=sys.stderr)
+        raise SystemExit(f"{len(wrong)} precision results disagree with torch.matmul; no precision record written")
+    _wrote(precision.write(data, os.path.join(ROOT, slug, "precision")))
+
+
+MEASURE = {"bench": measure_bench, "sweep": measure_sweep, "host": measure_host, "train": measure_train,
+           "precision": measure_precision}
 
 
 def measure(args):

@@ -18,7 +18,6 @@ checked against torch.matmul's; a mismatch makes the exit status 1.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import sys
@@ -27,7 +26,7 @@ import torch
 
 import torch_vecgemm
 from benchmarks import report
-from benchmarks.common import figure, machine_info, save_figure, time_ms
+from benchmarks.common import figure, machine_info, save_figure, time_ms, write_record
 
 LOW, HIGH = 16, 8192
 REL_ERR_LIMIT = 1e-4  # fp32 against fp32 lands near 1e-6
@@ -153,10 +152,7 @@ def run(seed=0, count=128, warmup_ms=25, rep_ms=100):
 
 
 def write(data, out):
-    with open(out + ".json", "w") as f:
-        json.dump(data, f, indent=1)
-    plot(data, out + ".png")
-    return [out + ".json", out + ".png"]
+    return write_record(data, out, plot)
 
 
 def main(argv=None):

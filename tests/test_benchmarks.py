@@ -1,13 +1,19 @@
 """The benchmark suite's own logic, where it runs without a GPU: the random sweep's problems
 (a function of the seed, spread as its docstring says), its operands (the storage order and
-alignment drawn), its summary, and the records' report regenerated from stored JSON."""
+alignment drawn), its summary, the records' report regenerated from stored JSON, and the
+precision record's errors, arguments, table and plot (from a synthetic result; the run
+itself on the GPU)."""
 from __future__ import annotations
 
+import json
 import math
 
+import pytest
 import torch
 
-from benchmarks import records, sweep
+from benchmarks import precision, records, sweep
+from benchmarks.common import CUBLAS, TF32
+from conftest import gpu, randn
 
 
 def test_sweep_problems_are_a_function_of_the_seed():
@@ -53,3 +59,144 @@ def test_record_sets_report_from_stored_json():
         text = records.sections(slug, title=True)
         if records.load(slug) is not None:
             assert "torch.matmul" in text
+
+
+# ---- the precision record (benchmarks/precision.py) --------------------------------------------
+
+
+def synthetic_precision(triton=False):
+    """A precision record as run() returns it, Triton's rows not run unless `triton`."""
+    machine = dict(date="2026-12-01T00:00:00", torch="2.14.1", cuda="13.0", gpu="NVIDIA H200", sms=132,
+                   fp32_peak_tflops=66.9, copy_bandwidth_tbs=4.25, driver="580", git_commit="abc1234",
+                   git_dirty=False, build={})
+    runs = {name: triton or not name.startswith("Triton") for name in precision.PATHS}
+    speed, errors = [], []
+    for i, name in enumerate(precision.PATHS):
+        for size in (2048, 4096, 8192):
+            tflops = 50.0 + 10 * i if runs[name] else None
+            speed.append(dict(path=name, size=size, kernel=f"kernel {i}" if runs[name] else None,
+                              median_ms=2.0 * size ** 3 / (tflops * 1e9) if tflops else None, tflops=tflops,
+                              ratio_to_torch_matmul=tflops / 50.0 if tflops else None, rel_err_vs_torch_matmul=None,
+                              note=None if runs[name] else "not run: triton is not importable"))
+        for d in precision.DISTRIBUTIONS:
+            errors.append(dict(path=name, size=4096, distribution=d, rel_fro=2e-7 * (i + 1) if runs[name] else None,
+                               max_rel_to_abs_product=1e-6 * (i + 1) if runs[name] else None,
+                               note=None if runs[name] else "not run: triton is not importable"))
+    model = [dict(name="llama7b qkv, 2048 tokens", m=2048, n=12288, k=4096, layout="rc", kernel="tf32x3_128x64_mma",
+                  torch_ms=4.0, ours_ms=2.0, ratio_to_torch_matmul=2.0, rel_err_vs_torch_matmul=3e-7, note=None),
+             dict(name="decode m=1", m=1, n=4096, k=4096, layout="rc", kernel="tf32x3_128x64_mma split-k 32",
+                  torch_ms=0.02, ours_ms=0.025, ratio_to_torch_matmul=0.8, rel_err_vs_torch_matmul=2e-7, note=None)]
+    summary = dict(shapes=2, geomean=math.sqrt(1.6), target=precision.TARGET, lowest=0.8, lowest_shape="decode m=1")
+    settings = dict(sizes=[2048, 4096, 8192], error_size=4096, distributions=list(precision.DISTRIBUTIONS), seed=0,
+                    warmup_ms=25, rep_ms=100, triton=None, triton_tiling=precision.TRITON_TILING)
+    return dict(machine=machine, settings=settings, speed=speed, errors=errors,
+                model=dict(records=model, summary=summary))
+
+
+def test_precision_errors_match_the_float64_product_in_any_blocks(rng):
+    A, B = randn(rng, 37, 19, device="cpu"), randn(rng, 19, 23, device="cpu")
+    out = A @ B
+    want_ref = A.double() @ B.double()
+    err = (out.double() - want_ref).abs()
+    want = ((torch.linalg.norm(err) / torch.linalg.norm(want_ref)).item(),
+            (err / (A.double().abs() @ B.double().abs())).max().item())
+    for rows in (1, 5, 37, 1024):
+        got = precision.errors({"fp32": out, "exact": want_ref.float()}, A, B, rows=rows)
+        assert got["fp32"] == pytest.approx(want, rel=1e-9)
+        assert 0 < got["fp32"][0] < 1e-5 and got["exact"][0] < got["fp32"][0]
+    # A NaN anywhere shows in both errors, in whichever block it falls.
+    bad = out.clone()
+    bad[30, 4] = float("nan")
+    assert all(math.isnan(e) for e in precision.errors({"bad": bad}, A, B, rows=8)["bad"])
+
+
+def test_precision_operands_are_seeded_and_of_their_distribution():
+    for d in precision.DISTRIBUTIONS:
+        A, B = precision.operands(64, d, "cpu", seed=3)
+        again = precision.operands(64, d, "cpu", seed=3)
+        assert torch.equal(A, again[0]) and torch.equal(B, again[1]) and not torch.equal(A, B)
+        assert not torch.equal(A, precision.operands(64, d, "cpu", seed=4)[0])
+        assert (A != 0).float().mean() > 0.99
+    uniform, _ = precision.operands(64, "uniform", "cpu")
+    randn, _ = precision.operands(64, "randn", "cpu")
+    assert 0 <= uniform.min() and uniform.max() < 1 and randn.min() < 0
+
+
+def test_precision_arguments():
+    args = precision.parse_args([])
+    assert args.sizes == list(precision.SIZES) and args.error_size == precision.ERROR_SIZE in args.sizes
+    assert not args.no_model and args.out is None
+    args = precision.parse_args(["--sizes", "256,512", "--error-size", "256", "--no-model", "--rep-ms", "10"])
+    assert (args.sizes, args.error_size, args.no_model, args.rep_ms) == ([256, 512], 256, True, 10)
+    for bad in (["--sizes", "256,x"], ["--sizes", "0,4096"], ["--sizes", "2048"], ["--error-size", "1000"]):
+        with pytest.raises(SystemExit):
+            precision.parse_args(bad)
+
+
+def test_precision_table_from_a_synthetic_record():
+    text = precision.markdown(synthetic_precision())
+    assert text.startswith("# Accuracy and speed, NVIDIA H200")
+    lines = text.splitlines()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
+    for name in precision.PATHS:
+        assert name in rows
+    assert "| 60.0 (1.20) | 60.0 (1.20) | 60.0 (1.20) | 4.00e-07 | 2.00e-06 | 4.00e-07 | 2.00e-06 |" in rows[precision.IEEE]
+    assert rows[precision.TRITON_IEEE].count("not run") == 3
+    assert "- Triton tl.dot ieee: not run: triton is not importable" in lines
+    assert sum(line.startswith("- ") for line in lines) == 2  # one note a path, not one a size
+    assert "geometric mean 1.26x torch.matmul over 2 shapes (issue 24's target: 1.8x), lowest 0.80x (decode m=1)" in text
+    assert "| decode m=1 | 1 x 4096 x 4096 | rc | tf32x3_128x64_mma split-k 32 | 20.0 | 25.0 | 0.80 |" in lines
+    untitled = precision.markdown(synthetic_precision(triton=True), title=False)
+    assert "NVIDIA H200" not in untitled and "not run" not in untitled
+    no_model = dict(synthetic_precision(), model=None)
+    assert "model shapes" not in precision.markdown(no_model)
+    assert precision.wrong_results(synthetic_precision()) == []
+    wrong = synthetic_precision()
+    wrong["model"]["records"][0]["note"] = "WRONG: relative error 0.1 vs torch.matmul"
+    assert [r["name"] for r in precision.wrong_results(wrong)] == ["llama7b qkv, 2048 tokens"]
+
+
+def test_precision_plot_from_a_synthetic_record(tmp_path):
+    pytest.importorskip("matplotlib", reason="matplotlib draws the plot (requirements.txt)")
+    for triton in (False, True):
+        out = tmp_path / f"precision_{triton}.png"
+        precision.plot(synthetic_precision(triton), str(out))
+        assert out.stat().st_size > 10_000
+
+
+def test_records_report_the_precision_kind(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib", reason="matplotlib draws the plot (requirements.txt)")
+    assert "precision" in records.KINDS and "precision" in records.MEASURE
+    (tmp_path / "h200").mkdir()
+    (tmp_path / "h200" / "precision.json").write_text(json.dumps(synthetic_precision()))
+    monkeypatch.setattr(records, "ROOT", str(tmp_path))
+    assert records.sets() == ["h200"]
+    text = records.sections("h200", title=True)
+    assert "### Accuracy and speed" in text and precision.TF32X3 in text
+    assert "(benchmarks/records/h200/precision.png)" in text
+    records.write_derived("h200")
+    assert precision.TF32X3 in (tmp_path / "h200" / "summary.md").read_text()
+    assert (tmp_path / "h200" / "precision.png").stat().st_size > 10_000
+
+
+def test_precision_run_needs_a_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("there is a GPU here: test_precision_run_on_the_gpu runs instead")
+    with pytest.raises(SystemExit, match="no GPU"):
+        precision.run(sizes=[256], error_size=256, model=False)
+
+
+@gpu
+def test_precision_run_on_the_gpu(tmp_path):
+    tf32_before = torch.backends.cuda.matmul.allow_tf32
+    out = tmp_path / "precision"
+    assert precision.main(["--sizes", "256,384", "--error-size", "256", "--no-model", "--rep-ms", "5",
+                           "--warmup-ms", "2", "--out", str(out)]) == 0
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert {r["path"] for r in data["speed"]} == set(precision.PATHS) and len(data["speed"]) == 2 * len(precision.PATHS)
+    for r in data["errors"]:
+        if r["path"] in (precision.IEEE, precision.TF32X3, CUBLAS):
+            assert r["rel_fro"] < 1e-5 and r["max_rel_to_abs_product"] < 1e-5, r
+    tf32 = [r for r in data["errors"] if r["path"] == TF32]
+    assert all(r["rel_fro"] > 1e-5 for r in tf32)  # the other precision shows as one
+    assert torch.backends.cuda.matmul.allow_tf32 == tf32_before  # restored
