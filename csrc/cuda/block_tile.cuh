@@ -267,11 +267,14 @@ __device__ __forceinline__ void store_accumulators_staged(const GemmParams& p, c
 template <class S>
 __device__ __forceinline__ void store_accumulators(const GemmParams& p, const BlockTile<S>& blk,
                                                    const float (&acc)[S::TM][S::TN]) {
-  // Only the large tilings (at most two blocks a SM): their many-block, few-K grids are
-  // the output-bound ones (1.4x at 6245x4443x21). The four-block tilings run the small,
+  // Only the large 8 x 8 tilings (at most two blocks a SM): their many-block, few-K grids
+  // are the output-bound ones (1.4x at 6245x4443x21). The four-block tilings run the small,
   // latency-bound problems, where the staging's round trips cost 1-2.5 us a call (8 -> 10
-  // us at 2598x30x40), and ptxas spills inside the 64 x 128 x 8 main loop to fit it.
-  if constexpr (S::kMinBlocks < 4) {
+  // us at 2598x30x40), and ptxas spills inside the 64 x 128 x 8 main loop to fit it. The
+  // 8 x 16 (t816) kernels keep ptxas' exact main loops, which the SASS rewrite recognises
+  // by fingerprint: with the staging compiled in, 2 of its 3 loops no longer matched and
+  // 4096^3 fell from 1.00x to 0.92x.
+  if constexpr (S::kMinBlocks < 4 && S::TN < 16) {
     if (p.k_splits == 1 ? !p.d_vec4 : p.n % 4 != 0) {
       store_accumulators_staged(p, blk, acc);
       return;
