@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 namespace vecgemm {
 namespace {
@@ -54,6 +55,19 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
   // t816's lone blocks (2 a SM) kept it at 0.52: a partial wave took 516 us against a full
   // one's 536 at 3072^3.
   p.one_warp_throughput = 0.52;
+  // 3xTF32 at 4096^3 rr (docs/performance.md, steps 31-32): the wgmma rows from the kernel
+  // time without the split pass over 8 waves of 128 K tiles; the mma.sync ones from 1.1x
+  // cuBLAS fp32 (56 TFLOP/s), 8 waves of 2 (128 x 64) or 1 (128 x 128) blocks a SM.
+  for (int r = 0; r < kNumTf32x3Rows; ++r) {
+    const std::string_view name = kTf32x3Rows[r].name;
+    p.tf32x3_k_tile_ns[r] = name == "tf32x3_128x128_c2_wgmma" ? 1000.0
+                            : name == "tf32x3_128x128_wgmma"  ? 1200.0
+                            : name == "tf32x3_128x64_mma"     ? 2400.0
+                                                              : 4800.0;
+  }
+  // Not measured: the 3-stage fill (a round trip to L2 or memory per stage, overlapped) and
+  // the 64 KB store of a 128 x 128 tile, about two K tiles' time.
+  p.tf32x3_block_overhead_tiles = 2.0;
   std::copy(order_percent, order_percent + kNumOrders, p.order_percent);
   for (int c = 0; c < kNumKernelConfigs; ++c) std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
   for (int i = 0; i < count; ++i) {

@@ -119,13 +119,12 @@ void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
   p.k_splits = int(ceil_div(p.k, p.k_slice));
   const ProblemKey& key = plan.key;
   run_split_k(p, key.batch, [&](const GemmParams& q) {
-    if (row.workspace_bytes == nullptr || q.k_splits > 1) return row.launch(row.config, q, key.la, key.lb, key.vec4, stream);
     // The caching allocator's block is stream-ordered: free for reuse once this stream's
     // work up to here is done, so it can be released as soon as the launches are queued.
-    const at::Tensor scratch = at::empty({int64_t(row.workspace_bytes(q))}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, plan.key.device));
-    GemmParams r = q;
-    r.workspace = reinterpret_cast<float*>(scratch.data_ptr());
-    row.launch(row.config, r, key.la, key.lb, key.vec4, stream);
+    at::Tensor scratch;
+    if (row.scratch_bytes != nullptr)
+      scratch = at::empty({int64_t(row.scratch_bytes(q))}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
+    row.launch(row.config, q, key.la, key.lb, key.vec4, scratch.defined() ? scratch.data_ptr() : nullptr, stream);
   }, stream);
 }
 

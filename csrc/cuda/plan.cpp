@@ -104,24 +104,40 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
   return choices[name] = candidates.front().second;
 }
 
-// 3xTF32 split-K, by rule rather than by the cost model, which has no 3xTF32 figures (none
-// measured yet): a problem whose tiles fill less than half a wave of resident blocks
-// leaves most SMs idle, so its K is split to fill about one wave, in slices of at least
-// kTf32x3MinSlice (8 K tiles: several rounds of the 3-4 stage pipeline after its fill)
-// and at most kTf32x3MaxSplits ways. The cost of a split, the partials' round trip
-// through the workspace (8 bytes per output element per slice) and the reduction's
-// launch, is small against the product for the deep-K problems this applies to. The
-// thresholds are judgement, not measurement (docs/design.md).
+// 3xTF32 split-K by a waves model (the SIMT cost model has no 3xTF32 figures): a block
+// takes its slice's K tiles plus a fixed cost (tf32x3_block_overhead_tiles), at the
+// profile's K-tile time of the row; the grid takes that times its waves of resident
+// blocks; a split adds the reduction's launch and the partials' round trip, written by
+// the kernel and read back by the reduction (8 bytes an output element a slice). The
+// split with the least predicted time wins, fewer splits on a tie, in slices of at least
+// kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
+// kTf32x3MaxSplits of them. The split pass of the wgmma rows is the same for every split.
 constexpr int kTf32x3MinSlice = 256;
 constexpr int kTf32x3MaxSplits = 32;
 
-int tf32x3_splits(const ProblemKey& key, int row) {
-  const Tf32x3ConfigInfo info = kTf32x3Rows[row].info(kTf32x3Rows[row].config);
+double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
+  const DeviceProfile& profile = profile_of(key.device);
+  const Tf32x3Row& r = kTf32x3Rows[row];
+  const Tf32x3ConfigInfo info = r.info(r.config);
   const int64_t tiles = ceil_div(key.m, info.bm) * ceil_div(key.n, info.bn) * key.batch;
   const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
-  if (2 * tiles > slots) return 1;
-  const int64_t by_k = key.k / kTf32x3MinSlice;
-  return int(std::max<int64_t>(1, std::min<int64_t>({slots / tiles, by_k, kTf32x3MaxSplits})));
+  const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
+  const double waves = double(ceil_div(tiles * splits, slots));
+  double ns = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles) * profile.tf32x3_k_tile_ns[row];
+  if (splits > 1)
+    ns += profile.launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
+  return ns;
+}
+
+int tf32x3_splits(const ProblemKey& key, int row) {
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));
+  int best = 1;
+  double best_ns = tf32x3_predicted_ns(key, row, 1);
+  for (int s = 2; s <= most; ++s) {
+    const double ns = tf32x3_predicted_ns(key, row, s);
+    if (ns < best_ns) best = s, best_ns = ns;
+  }
+  return best;
 }
 
 // A variant as a number, for the plan cache's key: the config of a FixedConfig, -1..-3 for

@@ -1,5 +1,5 @@
 // Host entry points of the 3xTF32 kernel (sgemm_3xtf32.cuh): fp32 GEMM with fp32 accuracy
-// on the tensor cores, for sm_80 and later. Not yet wired into the planner.
+// on the tensor cores, for sm_80 and later; the planner's rows are tf32x3_kernels.h.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -38,23 +38,29 @@ const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4);
 void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, cudaStream_t stream);
 
 // ---- the Hopper form (sgemm_3xtf32_wgmma.cuh): wgmma, sm_90a only ----
-// Same problem and results as launch_sgemm_3xtf32, in three launches: a split of A and B
-// into their TF32 parts (K-contiguous) in p.workspace, the wgmma kernel, and the mma.sync
-// kernel over the tiles with NaN, Inf or results below 2^-90. p.workspace must hold
-// sgemm_3xtf32_wgmma_workspace_bytes(p) bytes, 256-byte aligned, and may not overlap A, B,
-// C or D. Split-K (p.k_splits > 1) is not done in wgmma yet: such calls run the mma.sync
-// kernel (launch_sgemm_3xtf32, whose workspace contract then applies). vec4 is unused (the
-// split reads any alignment). Throws "not built for this GPU" where the device is not
-// sm_90 or the build had no sm_90a target (TORCH_CUDA_ARCH_LIST with 9.0a).
-size_t sgemm_3xtf32_wgmma_workspace_bytes(const GemmParams& p);
-void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
-// Its first pass alone (the split into p.workspace), for probes that price it.
-void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
-// Whether the current device can run it (sm_90 with sm_90a code in this build); the first
-// call per device runs a one-thread kernel and waits for it.
-bool sgemm_3xtf32_wgmma_available();
-// The main kernel, for cudaFuncGetAttributes; its block size and dynamic shared memory.
-const void* tf32x3_wgmma_kernel_entry();
-Tf32x3ConfigInfo tf32x3_wgmma_config_info();
+// Same problem and results as launch_sgemm_3xtf32 (split-K partials into p.workspace when
+// p.k_splits > 1, slices of whole K tiles of 32), in three launches: a split of A and B
+// into their TF32 parts (K-contiguous) in `scratch`, the wgmma kernel, and the mma.sync
+// kernel over the tiles with NaN, Inf or results below 2^-90. scratch must hold
+// sgemm_3xtf32_wgmma_scratch_bytes(p) bytes, 256-byte aligned, and may not overlap A, B,
+// C, D or p.workspace. The split reads any alignment, so there is no vec4. Throws "not
+// built for this GPU" where the device is not sm_90 or the build had no sm_90a target
+// (TORCH_CUDA_ARCH_LIST with 9.0a).
+// Configs: 0, one block a tile; 1, clusters of two blocks on vertically adjacent tiles that
+// share the loads of B (sgemm_3xtf32_wgmma.cuh: operand traffic).
+inline constexpr int kNumTf32x3WgmmaConfigs = 2;
+size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p);
+void launch_sgemm_3xtf32_wgmma(int config, const GemmParams& p, Layout la, Layout lb, void* scratch,
+                               cudaStream_t stream);
+// Its first pass alone (the split into scratch), for probes that price it.
+void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, void* scratch, cudaStream_t stream);
+// Whether the current device can run the config (sm_90 with sm_90a code in this build, and
+// room for its cluster); the first call per device and config runs a one-thread kernel and
+// waits for it.
+bool sgemm_3xtf32_wgmma_available(int config);
+// The main kernel of a config, for cudaFuncGetAttributes; its block size and dynamic shared
+// memory.
+const void* tf32x3_wgmma_kernel_entry(int config);
+Tf32x3ConfigInfo tf32x3_wgmma_config_info(int config);
 
 }  // namespace vecgemm

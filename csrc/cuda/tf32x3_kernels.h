@@ -16,7 +16,8 @@
 namespace vecgemm {
 
 struct Tf32x3Row {
-  // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma").
+  // The variant name: tf32x3_<BM>x<BN>[_c<blocks>]_<instruction> ("mma": mma.sync,
+  // "wgmma"; c2: clusters of two blocks sharing loads).
   const char* name;
   // The compute capabilities it runs on, 10 * major + minor: mma.sync's TF32 needs 80; code
   // for an arch-specific target (sm_90a's wgmma) runs on that one only, so max 90.
@@ -25,20 +26,27 @@ struct Tf32x3Row {
   int config;                          // the implementation's own index of this tiling
   Tf32x3ConfigInfo (*info)(int config);
   const void* (*entry)(int config, Layout la, Layout lb, bool vec4);
-  void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
-  // Scratch the kernel needs in p.workspace when unsplit (the wgmma form's TF32 parts of A
-  // and B), or none; split, p.workspace holds the split-K partials instead.
-  size_t (*workspace_bytes)(const GemmParams& p);
-  // Whether the device can run the kernel beyond what its capability range says (the
-  // wgmma form: sm_90a code in this build), or none.
-  bool (*available)();
+  // p.workspace: the split-K partials when p.k_splits > 1; scratch: scratch_bytes(p) bytes.
+  void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void* scratch,
+                 cudaStream_t stream);
+  // Scratch the kernel needs besides the split-K partials (the wgmma form's TF32 parts of
+  // A and B and its flags), or none.
+  size_t (*scratch_bytes)(const GemmParams& p);
+  // Whether the current device can run the config beyond what the capability range says
+  // (the wgmma form: sm_90a code in this build, room for its cluster), or none.
+  bool (*available)(int config);
 };
 
+namespace tf32x3_mma_row {
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void*, cudaStream_t stream) {
+  launch_sgemm_3xtf32_config(config, p, la, lb, vec4, stream);
+}
+}  // namespace tf32x3_mma_row
+
 namespace tf32x3_wgmma_row {
-inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
-inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
-inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
-  launch_sgemm_3xtf32_wgmma(p, la, lb, vec4, stream);
+inline const void* entry(int config, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(config); }
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool, void* scratch, cudaStream_t stream) {
+  launch_sgemm_3xtf32_wgmma(config, p, la, lb, scratch, stream);
 }
 }  // namespace tf32x3_wgmma_row
 
@@ -49,11 +57,13 @@ inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool vec4, cu
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
 // (99 KB) do not have.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
-    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
-     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_workspace_bytes, &sgemm_3xtf32_wgmma_available},
-    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config,
+    {"tf32x3_128x128_c2_wgmma", 90, 90, 32, 1, &tf32x3_wgmma_config_info, &tf32x3_wgmma_row::entry,
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available},
+    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_config_info, &tf32x3_wgmma_row::entry,
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available},
+    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
      nullptr, nullptr},
-    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &launch_sgemm_3xtf32_config,
+    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
      nullptr, nullptr},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);

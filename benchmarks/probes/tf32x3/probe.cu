@@ -47,20 +47,20 @@ using vecgemm::Layout;
     }                                                                                \
   } while (0)
 
-// The config index that stands for the wgmma kernel (launch_sgemm_3xtf32_wgmma), past the
-// mma.sync configs; its cases run only where sgemm_3xtf32_wgmma_available().
-static const int kWgmma = vecgemm::kNumTf32x3Configs;
+// The config indices that stand for the wgmma kernel's configs (launch_sgemm_3xtf32_wgmma:
+// one block a tile, clusters of two), past the mma.sync configs; their cases run only where
+// sgemm_3xtf32_wgmma_available().
+static const int kWgmma = vecgemm::kNumTf32x3Configs, kWgmmaPair = kWgmma + 1;
 static bool g_wgmma = false;
+static bool is_wgmma(int c) { return c >= kWgmma; }
 static const char* config_name(int c) {
-  return c < 0 ? "3xtf32" : c == kWgmma ? "wgmma" : c == 0 ? "128x128" : "128x64";
+  return c < 0 ? "3xtf32" : c == kWgmma ? "wgmma" : c == kWgmmaPair ? "wgmma_c2" : c == 0 ? "128x128" : "128x64";
 }
 
-// One call of the kernel under test (config as in Case), with the wgmma form's workspace.
-static void launch(int config, const GemmParams& p0, Layout la, Layout lb, bool vec4, void* workspace) {
-  GemmParams p = p0;
-  if (config == kWgmma) {
-    p.workspace = static_cast<float*>(workspace);
-    vecgemm::launch_sgemm_3xtf32_wgmma(p, la, lb, vec4, 0);
+// One call of the kernel under test (config as in Case), with the wgmma form's scratch.
+static void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void* scratch) {
+  if (is_wgmma(config)) {
+    vecgemm::launch_sgemm_3xtf32_wgmma(config - kWgmma, p, la, lb, scratch, 0);
   } else if (config < 0) {
     vecgemm::launch_sgemm_3xtf32(p, la, lb, vec4, 0);
   } else {
@@ -94,8 +94,8 @@ struct Case {
   CMode cmode = CMode::None;
   float alpha = 1.0f, beta = 0.0f;
   Dist dist = Dist::Randn;
-  int k_splits = 1;
-  int config = -1;  // -1: the launcher's choice; kWgmma: the sm_90a wgmma form
+  int k_splits = 1;  // K slices of whole 32-K tiles; the partials are summed here, in order
+  int config = -1;   // -1: the launcher's choice; kWgmma, kWgmmaPair: the sm_90a wgmma form
 };
 
 static float sample(std::mt19937_64& rng, Dist d) {
@@ -262,16 +262,38 @@ static std::vector<float> run_kernel(const Case& cs, const Operand& A, const Ope
   p.c_row_stride = C.row_stride, p.c_col_stride = C.col_stride, p.c_batch_stride = C.batch_stride;
   p.d = d, p.d_ld = d_ld, p.d_batch_stride = int64_t(cs.m) * cs.n;
   p.alpha = cs.alpha, p.beta = cs.cmode == CMode::None ? 0.0f : cs.beta;
-  p.k_splits = 1, p.k_slice = cs.k, p.workspace = nullptr;
+  p.k_splits = cs.k_splits, p.k_slice = ((cs.k + cs.k_splits - 1) / cs.k_splits + 31) / 32 * 32;
+  p.workspace = nullptr;
   p.c_vec4 = C.col_stride == 1 && C.row_stride % 4 == 0 && C.batch_stride % 4 == 0;
   p.d_vec4 = d_ld % 4 == 0;
   const bool vec4 = aligned16(A) && aligned16(B);
   void* ws = nullptr;
-  if (cs.config == kWgmma) CK(cudaMalloc(&ws, std::max<size_t>(vecgemm::sgemm_3xtf32_wgmma_workspace_bytes(p), 256)));
+  const size_t partials = size_t(cs.k_splits) * out.size();
+  if (cs.k_splits > 1) {
+    std::vector<float> poison(partials, -12345.0f);
+    CK(cudaMalloc(&p.workspace, partials * 4));
+    CK(cudaMemcpy(p.workspace, poison.data(), partials * 4, cudaMemcpyHostToDevice));
+  }
+  if (is_wgmma(cs.config)) CK(cudaMalloc(&ws, std::max<size_t>(vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p), 256)));
   launch(cs.config, p, cs.la, cs.lb, vec4, ws);
   CK(cudaDeviceSynchronize());
   if (ws) CK(cudaFree(ws));
-  CK(cudaMemcpy(out.data(), d, out.size() * 4, cudaMemcpyDeviceToHost));
+  if (cs.k_splits > 1) {
+    // The reduction, as the extension's: alpha * (sum of the slices in order) + beta * C.
+    std::vector<float> part(partials);
+    CK(cudaMemcpy(part.data(), p.workspace, partials * 4, cudaMemcpyDeviceToHost));
+    for (int b = 0; b < cs.batch; ++b)
+      for (int i = 0; i < cs.m; ++i)
+        for (int j = 0; j < cs.n; ++j) {
+          const size_t e = (size_t(b) * cs.m + i) * cs.n + j;
+          float sum = 0.0f;
+          for (int sl = 0; sl < cs.k_splits; ++sl) sum += part[size_t(sl) * out.size() + e];
+          out[e] = p.alpha * sum + (p.beta != 0.0f ? p.beta * C.at(b, i, j) : 0.0f);
+        }
+    CK(cudaFree(p.workspace));
+  } else {
+    CK(cudaMemcpy(out.data(), d, out.size() * 4, cudaMemcpyDeviceToHost));
+  }
   CK(cudaFree(d));
   return out;
 }
@@ -301,11 +323,14 @@ static std::vector<float> run_cublas(const Case& cs, const Operand& A, const Ope
 
 static std::string describe(const Case& cs) {
   char buf[200];
-  snprintf(buf, sizeof buf, "%dx%dx%d b%d %c%c%s%s%s%s %s a%.3g b%.3g %s%s", cs.m, cs.n, cs.k, cs.batch,
+  snprintf(buf, sizeof buf, "%dx%dx%d b%d %c%c%s%s%s%s %s a%.3g b%.3g %s%s%s", cs.m, cs.n, cs.k, cs.batch,
            cs.la == Layout::RowMajor ? 'r' : 'c', cs.lb == Layout::RowMajor ? 'r' : 'c',
            cs.pad_a || cs.pad_b ? " ld+" : "", cs.unaligned ? " unal" : "", cs.bcast_a ? " A*" : "",
            cs.bcast_b ? " B*" : "", cmode_name(cs.cmode), cs.alpha, cs.beta, dist_name(cs.dist),
-           cs.config == kWgmma ? " wgmma" : cs.config >= 0 ? (" cfg" + std::to_string(cs.config)).c_str() : "");
+           is_wgmma(cs.config) ? (std::string(" ") + config_name(cs.config)).c_str()
+           : cs.config >= 0    ? (" cfg" + std::to_string(cs.config)).c_str()
+                               : "",
+           cs.k_splits > 1 ? (" split " + std::to_string(cs.k_splits)).c_str() : "");
   return buf;
 }
 
@@ -492,7 +517,7 @@ static void time_square(int s, Layout la, Layout lb, const std::vector<int>& con
   p.a = {a, s, 0}, p.b = {b, s, 0};
   p.d = d, p.d_ld = s, p.alpha = 1.0f, p.beta = 0.0f, p.k_splits = 1, p.k_slice = s, p.d_vec4 = true;
   void* ws = nullptr;
-  if (g_wgmma) CK(cudaMalloc(&ws, vecgemm::sgemm_3xtf32_wgmma_workspace_bytes(p)));
+  if (g_wgmma) CK(cudaMalloc(&ws, vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p)));
   const double flop = 2.0 * s * s * double(s);
   const float one = 1.0f, zero = 0.0f;
   const cublasOperation_t opa = la == Layout::RowMajor ? CUBLAS_OP_N : CUBLAS_OP_T;
@@ -501,14 +526,12 @@ static void time_square(int s, Layout la, Layout lb, const std::vector<int>& con
   printf("time %5d^3 %c%c  cuBLAS fp32 %7.3f ms %6.1f TFLOP/s", s, la == Layout::RowMajor ? 'r' : 'c',
          lb == Layout::RowMajor ? 'r' : 'c', t_cub, flop / t_cub / 1e9);
   for (int c : configs) {
-    if (c == kWgmma && !g_wgmma) continue;
+    if (is_wgmma(c) && !g_wgmma) continue;
     const double t = median_ms([&] { launch(c, p, la, lb, true, ws); });
     printf(" | %s %7.3f ms %6.1f TFLOP/s x%.2f", config_name(c), t, flop / t / 1e9, t_cub / t);
-    if (c == kWgmma) {
+    if (is_wgmma(c)) {
       // The split pass alone, and the rest (wgmma kernel + fix-up launch) by difference.
-      GemmParams q = p;
-      q.workspace = static_cast<float*>(ws);
-      const double ts = median_ms([&] { vecgemm::launch_sgemm_3xtf32_wgmma_split(q, la, lb, 0); });
+      const double ts = median_ms([&] { vecgemm::launch_sgemm_3xtf32_wgmma_split(p, la, lb, ws, 0); });
       printf(" (split %.3f ms, kernel %.1f TFLOP/s)", ts, flop / (t - ts) / 1e9);
     }
   }
@@ -548,19 +571,21 @@ int main(int argc, char** argv) {
         }
   }
 
-  g_wgmma = vecgemm::sgemm_3xtf32_wgmma_available();
+  g_wgmma = vecgemm::sgemm_3xtf32_wgmma_available(0) && vecgemm::sgemm_3xtf32_wgmma_available(1);
   if (g_wgmma) {
-    const auto info = vecgemm::tf32x3_wgmma_config_info();
-    cudaFuncAttributes at;
-    CK(cudaFuncGetAttributes(&at, vecgemm::tf32x3_wgmma_kernel_entry()));
-    CK(cudaFuncSetAttribute(vecgemm::tf32x3_wgmma_kernel_entry(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                            info.smem_bytes));
-    int blocks = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, vecgemm::tf32x3_wgmma_kernel_entry(), info.threads,
-                                                     info.smem_bytes));
-    printf("kernel wgmma %dx%d (all orders): %d registers, %zu bytes local (spills), %d B dynamic smem, %d threads, "
-           "%d blocks/SM\n",
-           info.bm, info.bn, at.numRegs, at.localSizeBytes, info.smem_bytes, info.threads, blocks);
+    for (int c = 0; c < vecgemm::kNumTf32x3WgmmaConfigs; ++c) {
+      const auto info = vecgemm::tf32x3_wgmma_config_info(c);
+      const void* fn = vecgemm::tf32x3_wgmma_kernel_entry(c);
+      cudaFuncAttributes at;
+      CK(cudaFuncGetAttributes(&at, fn));
+      CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, info.smem_bytes));
+      int blocks = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, info.threads, info.smem_bytes));
+      printf("kernel %s %dx%d (all orders): %d registers, %zu bytes local (spills), %d B dynamic smem, %d threads, "
+             "%d blocks/SM\n",
+             config_name(kWgmma + c), info.bm, info.bn, at.numRegs, at.localSizeBytes, info.smem_bytes, info.threads,
+             blocks);
+    }
   } else {
     printf("kernel wgmma: not available on this device/build (needs sm_90 and -arch=sm_90a)\n");
   }
@@ -620,15 +645,28 @@ int main(int argc, char** argv) {
         cases.push_back(c);
       }
     }
-    // Every case again on the wgmma form (the mma.sync configs' unchecked-loop cases once).
+    // Every case again on each wgmma config (the mma.sync configs' unchecked-loop cases
+    // once), and split-K there: slices of 1-3 K tiles, ragged last slices, odd tile rows.
     if (g_wgmma) {
       const size_t n = cases.size();
-      for (size_t i = 0; i < n; ++i)
-        if (cases[i].config <= 0) {
-          Case c = cases[i];
-          c.config = kWgmma;
-          cases.push_back(c);
-        }
+      for (int w : {kWgmma, kWgmmaPair})
+        for (size_t i = 0; i < n; ++i)
+          if (cases[i].config <= 0) {
+            Case c = cases[i];
+            c.config = w;
+            cases.push_back(c);
+          }
+      for (int w : {kWgmma, kWgmmaPair}) {
+        Case c{300, 260, 1000, 2, R, Cm};
+        c.config = w, c.k_splits = 9, c.cmode = CMode::Full, c.beta = -0.5f;
+        cases.push_back(c);
+        c = Case{129, 130, 100, 1, Cm, R};
+        c.config = w, c.k_splits = 3, c.unaligned = true;
+        cases.push_back(c);
+        c = Case{64, 64, 4096, 1, R, R};
+        c.config = w, c.k_splits = 16, c.dist = Dist::Uniform;
+        cases.push_back(c);
+      }
     }
     uint64_t seed = 1;
     for (const Case& cs : cases) {
@@ -638,13 +676,13 @@ int main(int argc, char** argv) {
     }
     for (Layout la : L)
       for (Layout lb : L)
-        for (int c = 0; c <= kWgmma; ++c)
-          if (c < kWgmma || g_wgmma) check_special(la, lb, c);
+        for (int c = 0; c <= kWgmmaPair; ++c)
+          if (!is_wgmma(c) || g_wgmma) check_special(la, lb, c);
   }
 
   if (!quick) {
     CK(cudaMalloc(&g_flush, kFlushBytes));
-    const std::vector<int> configs = {0, 1, kWgmma};
+    const std::vector<int> configs = {0, 1, kWgmma, kWgmmaPair};
     for (int s : {2048, 4096, 8192}) time_square(s, Layout::RowMajor, Layout::RowMajor, configs);
     time_square(4096, Layout::RowMajor, Layout::ColMajor, configs);
     time_square(4096, Layout::ColMajor, Layout::RowMajor, configs);
