@@ -39,17 +39,6 @@ __host__ __device__ __forceinline__ void tile_origin(int m, int n, int bm, int b
   n0 = ((pid % per_group) / rows) * bn;
 }
 
-// The position of the tile at (m0, n0) in tile_origin's order (edges_last false): its
-// inverse, for kernels that place their tiles another way but share flags or partials
-// indexed in this order.
-__host__ __device__ __forceinline__ int tile_index(int m, int n, int bm, int bn, int m0, int n0) {
-  const int tiles_m = (m + bm - 1) / bm, tiles_n = (n + bn - 1) / bn;
-  const int tm = m0 / bm, tn = n0 / bn;
-  const int first_m = tm / kRasterGroupM * kRasterGroupM;
-  const int rows = min(tiles_m - first_m, kRasterGroupM);
-  return first_m * tiles_n + tn * rows + (tm - first_m);
-}
-
 template <class S>
 struct BlockTile {
   int m0, n0;          // the block's output tile

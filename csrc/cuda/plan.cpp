@@ -111,9 +111,11 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
 // the kernel and read back by the reduction (8 bytes an output element a slice). The
 // split with the least predicted time wins, fewer splits on a tie, in slices of at least
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
-// kTf32x3MaxSplits of them. The split pass of the wgmma rows is the same for every split.
+// kTf32x3MaxSplits of them. A row with scratch (the wgmma form) also pays its split pass:
+// two launches that read 4 and write 8 bytes an operand element.
 constexpr int kTf32x3MinSlice = 256;
 constexpr int kTf32x3MaxSplits = 32;
+constexpr double kTf32x3SplitPassBytes = 12.0;
 
 double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
   const DeviceProfile& profile = profile_of(key.device);
@@ -126,16 +128,35 @@ double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
   double ns = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles) * profile.tf32x3_k_tile_ns[row];
   if (splits > 1)
     ns += profile.launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
+  if (r.scratch_bytes != nullptr)
+    ns += 2.0 * profile.launch_ns +
+          kTf32x3SplitPassBytes * double(key.batch) * (key.m + key.n) * key.k / profile.bytes_per_ns;
   return ns;
 }
 
-int tf32x3_splits(const ProblemKey& key, int row) {
+struct Tf32x3Choice {
+  int row, splits;
+  double ns;
+};
+
+Tf32x3Choice tf32x3_best_split(const ProblemKey& key, int row) {
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));
-  int best = 1;
-  double best_ns = tf32x3_predicted_ns(key, row, 1);
+  Tf32x3Choice best{row, 1, tf32x3_predicted_ns(key, row, 1)};
   for (int s = 2; s <= most; ++s) {
     const double ns = tf32x3_predicted_ns(key, row, s);
-    if (ns < best_ns) best = s, best_ns = ns;
+    if (ns < best.ns) best = Tf32x3Choice{row, s, ns};
+  }
+  return best;
+}
+
+// The row and split predicted fastest among the rows that run on the device (earlier rows
+// on a tie); none where no row runs.
+std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
+  std::optional<Tf32x3Choice> best;
+  for (int r = 0; r < kNumTf32x3Rows; ++r) {
+    if (tf32x3_violation(r, key.device)) continue;
+    const Tf32x3Choice c = tf32x3_best_split(key, r);
+    if (!best || c.ns < best->ns) best = c;
   }
   return best;
 }
@@ -258,12 +279,13 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   // its checked loop a ragged K at full width, so a copy would buy little (docs/design.md).
   const auto* fixed_row = std::get_if<FixedTf32x3>(&variant);
   if (fixed_row || (auto_select && precision == Precision::Tf32x3)) {
-    const Tf32x3Pick pick = fixed_row ? Tf32x3Pick{fixed_row->row, std::nullopt} : tf32x3_row_for(problem.device);
-    TORCH_INTERNAL_ASSERT(pick.row, "vecgemm: 3xTF32 planned where the rules refuse it: ", pick.reason.value_or(""));
+    const std::optional<Tf32x3Choice> choice =
+        fixed_row ? std::optional(tf32x3_best_split(out.key, fixed_row->row)) : tf32x3_choice(out.key);
+    TORCH_INTERNAL_ASSERT(choice, "vecgemm: 3xTF32 planned where the rules refuse it: ",
+                          tf32x3_row_for(problem.device).reason.value_or(""));
     out.family = Family::Tf32x3;
-    const int row = *pick.row;
-    const int slice = slice_for(out.key.k, tf32x3_splits(out.key, row), kTf32x3Rows[row].bk);
-    out.tiling = TilingChoice{row, int(ceil_div(out.key.k, slice)), false};
+    const int slice = slice_for(out.key.k, choice->splits, kTf32x3Rows[choice->row].bk);
+    out.tiling = TilingChoice{choice->row, int(ceil_div(out.key.k, slice)), false};
     return out;
   }
   if (std::holds_alternative<MatrixVector>(variant) ||

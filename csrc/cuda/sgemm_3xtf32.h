@@ -46,21 +46,15 @@ void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const 
 // C, D or p.workspace. The split reads any alignment, so there is no vec4. Throws "not
 // built for this GPU" where the device is not sm_90 or the build had no sm_90a target
 // (TORCH_CUDA_ARCH_LIST with 9.0a).
-// Configs: 0, one block a tile; 1, clusters of two blocks on vertically adjacent tiles that
-// share the loads of B (sgemm_3xtf32_wgmma.cuh: operand traffic).
-inline constexpr int kNumTf32x3WgmmaConfigs = 2;
 size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p);
-void launch_sgemm_3xtf32_wgmma(int config, const GemmParams& p, Layout la, Layout lb, void* scratch,
-                               cudaStream_t stream);
+void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, void* scratch, cudaStream_t stream);
 // Its first pass alone (the split into scratch), for probes that price it.
 void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, void* scratch, cudaStream_t stream);
-// Whether the current device can run the config (sm_90 with sm_90a code in this build, and
-// room for its cluster); the first call per device and config runs a one-thread kernel and
-// waits for it.
-bool sgemm_3xtf32_wgmma_available(int config);
-// The main kernel of a config, for cudaFuncGetAttributes; its block size and dynamic shared
-// memory.
-const void* tf32x3_wgmma_kernel_entry(int config);
-Tf32x3ConfigInfo tf32x3_wgmma_config_info(int config);
+// Whether the current device can run it (sm_90 with sm_90a code in this build); the first
+// call per device runs a one-thread kernel and waits for it.
+bool sgemm_3xtf32_wgmma_available();
+// The main kernel, for cudaFuncGetAttributes; its block size and dynamic shared memory.
+const void* tf32x3_wgmma_kernel_entry();
+Tf32x3ConfigInfo tf32x3_wgmma_config_info();
 
 }  // namespace vecgemm

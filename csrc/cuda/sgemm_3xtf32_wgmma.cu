@@ -1,5 +1,5 @@
 // Host side of the wgmma 3xTF32 kernel (sgemm_3xtf32_wgmma.cuh): the scratch, the TMA
-// descriptors, the cluster launch and the three passes. Builds in the extension and
+// descriptors and the three passes. Builds in the extension and
 // standalone (the probe).
 // TMA descriptors come from the driver's cuTensorMapEncodeTiled, reached through the
 // runtime's entry-point query, so nothing links against libcuda.
@@ -27,14 +27,6 @@ void launched(cudaError_t e) {
 
 // Batches per pass: grid.z's limit (the workspace holds one chunk's planes).
 constexpr int kMaxZ = 65535;
-
-// The cluster sizes along M, by config index (tf32x3_wgmma_config_info).
-constexpr int kClusterOf[kNumTf32x3WgmmaConfigs] = {1, w::kMaxClusterM};
-
-int cluster_of(int config) {
-  if (config < 0 || config >= kNumTf32x3WgmmaConfigs) fail_wgmma("no config " + std::to_string(config));
-  return kClusterOf[config];
-}
 
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
@@ -75,13 +67,13 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
 }
 
 // The parts of one operand, {K, rows, 2 planes} with row stride kp floats, in boxes of
-// {32, box_rows, box_parts} (box_parts 2: big and small together), 128-byte swizzled for
-// wgmma. Coordinates past K or rows read as zero: no padding is written or needed.
-CUtensorMap tensor_map(float* parts, int rows, int k, int planes, int box_rows, int box_parts) {
+// {32, box_rows, 2} (big and small together), 128-byte swizzled for wgmma. Coordinates past
+// K or rows read as zero: no padding is written or needed.
+CUtensorMap tensor_map(float* parts, int rows, int k, int planes, int box_rows) {
   const cuuint64_t kp = w::padded_k(std::max(k, 1));
   const cuuint64_t dims[3] = {cuuint64_t(std::max(k, 1)), cuuint64_t(rows), cuuint64_t(2) * planes};
   const cuuint64_t strides[2] = {kp * 4, kp * 4 * rows};
-  const cuuint32_t box[3] = {cuuint32_t(w::kBK), cuuint32_t(box_rows), cuuint32_t(box_parts)};
+  const cuuint32_t box[3] = {cuuint32_t(w::kBK), cuuint32_t(box_rows), 2};
   const cuuint32_t steps[3] = {1, 1, 1};
   CUtensorMap map;
   const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, parts, dims, strides, box, steps,
@@ -108,35 +100,6 @@ int current_device_wgmma() {
   return dev;
 }
 
-template <int kClusterM>
-const void* entry_of() {
-  return reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kClusterM>);
-}
-
-// Whether the current device fits a cluster of the config's kernel (its shared memory on
-// kClusterM SMs of one GPC at once).
-bool cluster_fits(int config) {
-  const int cluster = cluster_of(config);
-  if (cluster == 1) return true;
-  const void* fn = cluster == 1 ? entry_of<1>() : entry_of<w::kMaxClusterM>();
-  if (cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, w::kSmemBytes) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(cluster), cfg.blockDim = dim3(w::kThreads), cfg.dynamicSmemBytes = w::kSmemBytes;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = cluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-  cfg.attrs = &attr, cfg.numAttrs = 1;
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, fn, &cfg) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return clusters > 0;
-}
-
 }  // namespace
 
 size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p) {
@@ -145,14 +108,12 @@ size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p) {
   return size_t(w.flag_bytes + w.a_bytes + w.b_bytes);
 }
 
-bool sgemm_3xtf32_wgmma_available(int config) {
+bool sgemm_3xtf32_wgmma_available() {
   constexpr int kMaxDevices = 64;
-  // Per device and config: 0 unknown, 1 no, 2 yes.
-  static std::atomic<int> known[kMaxDevices][kNumTf32x3WgmmaConfigs];
+  static std::atomic<int> known[kMaxDevices];  // 0 unknown, 1 no, 2 yes
   const int dev = current_device_wgmma();
   if (dev >= kMaxDevices) return false;
-  cluster_of(config);  // validates
-  int state = known[dev][config].load();
+  int state = known[dev].load();
   if (state == 0) {
     int major = 0, minor = 0;
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
@@ -170,29 +131,24 @@ bool sgemm_3xtf32_wgmma_available(int config) {
       }
       cudaGetLastError();  // a missing kernel image is an answer, not an error to keep
     }
-    state = built && cluster_fits(config) ? 2 : 1;
-    known[dev][config].store(state);
+    state = built ? 2 : 1;
+    known[dev].store(state);
   }
   return state == 2;
 }
 
-const void* tf32x3_wgmma_kernel_entry(int config) {
-  return cluster_of(config) == 1 ? entry_of<1>() : entry_of<w::kMaxClusterM>();
-}
+const void* tf32x3_wgmma_kernel_entry() { return reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma); }
 
-Tf32x3ConfigInfo tf32x3_wgmma_config_info(int config) {
-  cluster_of(config);  // validates
-  return {w::BM, w::BN, w::kThreads, w::kSmemBytes};
-}
+Tf32x3ConfigInfo tf32x3_wgmma_config_info() { return {w::BM, w::BN, w::kThreads, w::kSmemBytes}; }
 
 namespace {
 
 // The passes of launch_sgemm_3xtf32_wgmma; product false: the split alone (for probes).
-void launch_wgmma_passes(int config, const GemmParams& p, Layout la, Layout lb, void* scratch, bool product,
+void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, void* scratch, bool product,
                          cudaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
-  const int cluster = cluster_of(config), splits = std::max(1, p.k_splits);
-  if (!sgemm_3xtf32_wgmma_available(config))
+  const int splits = std::max(1, p.k_splits);
+  if (!sgemm_3xtf32_wgmma_available())
     fail_wgmma("not built for this GPU (needs an sm_90 device and sm_90a code: TORCH_CUDA_ARCH_LIST=9.0a)");
   if (scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 256 != 0)
     fail_wgmma("needs 256-byte aligned scratch of sgemm_3xtf32_wgmma_scratch_bytes()");
@@ -201,7 +157,7 @@ void launch_wgmma_passes(int config, const GemmParams& p, Layout la, Layout lb, 
     if (p.k_slice % w::kBK != 0) fail_wgmma("split-K slices must be whole K tiles of 32");
     if (int64_t(p.batch) * splits > kMaxZ) fail_wgmma("batch * k_splits past grid.z's 65535");
   }
-  const void* fn = tf32x3_wgmma_kernel_entry(config);
+  const void* fn = tf32x3_wgmma_kernel_entry();
   const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, w::kSmemBytes);
   if (e != cudaSuccess) fail_wgmma(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e));
 
@@ -210,9 +166,8 @@ void launch_wgmma_passes(int config, const GemmParams& p, Layout la, Layout lb, 
   int* flags = reinterpret_cast<int*>(base);
   float* a_parts = reinterpret_cast<float*>(base + ws.flag_bytes);
   float* b_parts = reinterpret_cast<float*>(base + ws.flag_bytes + ws.a_bytes);
-  // Clusters of `cluster` blocks along M: the grid covers whole clusters.
-  const int64_t blocks = int64_t(cluster) * ((p.m + cluster * w::BM - 1) / (cluster * w::BM)) * ((p.n + w::BN - 1) / w::BN);
-  if (blocks > 0x7fffffff || tiles_of(p) > 0x7fffffff) fail_wgmma("too many output tiles");
+  const int64_t tiles = tiles_of(p);
+  if (tiles > 0x7fffffff) fail_wgmma("too many output tiles");
 
   for (int b0 = 0; b0 < p.batch; b0 += ws.chunk) {
     GemmParams q = p;
@@ -226,33 +181,24 @@ void launch_wgmma_passes(int config, const GemmParams& p, Layout la, Layout lb, 
     split(q.a.ptr, q.a.ld, q.a.batch_stride, la == Layout::RowMajor, q.m, q.k, a_planes, a_parts, stream);
     split(q.b.ptr, q.b.ld, q.b.batch_stride, lb == Layout::ColMajor, q.n, q.k, b_planes, b_parts, stream);
     if (!product) continue;
-    const CUtensorMap map_a = tensor_map(a_parts, q.m, q.k, a_planes, w::BM, 2);
-    const CUtensorMap map_b = tensor_map(b_parts, q.n, q.k, b_planes, w::BN / cluster, cluster == 1 ? 2 : 1);
+    const CUtensorMap map_a = tensor_map(a_parts, q.m, q.k, a_planes, w::BM);
+    const CUtensorMap map_b = tensor_map(b_parts, q.n, q.k, b_planes, w::BN);
     void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
                     &flags};
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(q.batch * splits));
-    cfg.blockDim = dim3(w::kThreads);
-    cfg.dynamicSmemBytes = w::kSmemBytes;
-    cfg.stream = stream;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = cluster, attr.val.clusterDim.y = 1, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr, cfg.numAttrs = 1;
-    launched(cudaLaunchKernelExC(&cfg, fn, args));
+    launched(cudaLaunchKernel(fn, dim3(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits)),
+                              dim3(w::kThreads), args, w::kSmemBytes, stream));
     launch_sgemm_3xtf32_fixup(q, la, lb, flags, stream);
   }
 }
 
 }  // namespace
 
-void launch_sgemm_3xtf32_wgmma(int config, const GemmParams& p, Layout la, Layout lb, void* scratch,
-                               cudaStream_t stream) {
-  launch_wgmma_passes(config, p, la, lb, scratch, true, stream);
+void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, void* scratch, cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, scratch, true, stream);
 }
 
 void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, void* scratch, cudaStream_t stream) {
-  launch_wgmma_passes(0, p, la, lb, scratch, false, stream);
+  launch_wgmma_passes(p, la, lb, scratch, false, stream);
 }
 
 }  // namespace vecgemm

@@ -33,19 +33,15 @@
 //     a nonzero result below 2^-90 (subnormal products, sgemm_3xtf32.cuh "Subnormals") is
 //     not stored by this kernel; its flag is set and the mma.sync kernel recomputes exactly
 //     those tiles from the original fp32 operands with its guarded and rescaled passes, so
-//     their results are bit for bit the mma.sync kernel's (same 128 x 128 tiles; the flags
-//     are indexed in its raster order, tile_index). Every tile's block writes its flag, 0
-//     or 1: no memset before the call. The wgmma kernel stores nothing for a flagged tile,
-//     so C may alias D.
+//     their results are bit for bit the mma.sync kernel's (same 128 x 128 tiles, same
+//     raster order). Every block writes its flag, 0 or 1: no memset before the call.
+//     The wgmma kernel stores nothing for a flagged tile, so C may alias D.
 //
 // Operand traffic: 2x fp32's (big and small), 64 KB from L2 per K tile of a 128 x 128 block:
-// ~6.4 TB/s at 103 TFLOP/s, near what the H200's L2 delivers, against ~11 TB/s for the
-// tensor cores' rate. kClusterM = 2 pairs the blocks of two vertically adjacent tiles in a
-// cluster: they need the same B tile, so each loads half of its rows and multicasts them to
-// both, and a block reads 48 KB per K tile instead of 64. The price: a stage may only be
-// refilled once the consumers of both blocks are done with it (each consumer warp arrives on
-// the empty barrier of both), the blocks start and end together (cluster barriers), and an
-// odd count of tile rows leaves one block of the last pair computing zeros it does not store.
+// ~7 TB/s at the kernel's 120 TFLOP/s. Clusters of two blocks sharing B through TMA
+// multicast (48 KB a block's K tile) measured 0.78x this kernel (docs/performance.md, step
+// 32): whatever the traffic saved, tying two blocks' pipelines together (a stage refilled
+// only when both are done with it) cost more.
 //
 // Split-K (p.k_splits > 1): blockIdx.z = batch * k_splits + split, as in every kernel of the
 // library; a block covers its slice's K tiles (whole tiles: the planner's slices are
@@ -58,7 +54,7 @@
 #include <cstdint>
 
 #include "../gemm_params.h"
-#include "block_tile.cuh"         // tile_origin, tile_index: the mma.sync kernel's raster order
+#include "block_tile.cuh"         // tile_origin: the same raster order as the mma.sync kernel
 #include "dependent_launch.cuh"   // allow_dependents
 #include "epilogue.cuh"           // store_output4
 #include "sgemm_3xtf32.cuh"       // round_tf32, kTinyResult
@@ -74,7 +70,6 @@ namespace vecgemm {
 namespace tf32x3_wgmma {
 
 constexpr int BM = 128, BN = 128, kBK = 32, kStages = 3;
-constexpr int kMaxClusterM = 2;  // blocks of a cluster along M, sharing B (kClusterM)
 constexpr int kConsumers = 2;                     // warpgroups of 64 x 128
 constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
 constexpr int kATileBytes = 2 * BM * kBK * 4;     // [big, small][BM][32] fp32
@@ -158,43 +153,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
   } while (!done);
 }
 
-// One box of the map at coordinates (k, row, part0) into dst, completing on bar.
+// One box {32 K, rows, 2 parts} at coordinates (k, row, 2 plane) into dst, completing on bar.
 __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row, int part0) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
       ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(part0), "r"(smem_addr(bar))
       : "memory");
 }
-// The same into dst of every block of the cluster in `blocks` (a bit per rank), each
-// completing on its own barrier at bar's offset.
-__device__ __forceinline__ void tma_load_multicast(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row,
-                                                   int part0, uint16_t blocks) {
-  asm volatile(
-      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-      " [%0], [%1, {%2, %3, %4}], [%5], %6;"
-      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(part0), "r"(smem_addr(bar)),
-      "h"(blocks)
-      : "memory");
-}
-// Arrives on the barrier at bar's offset in the cluster's block `rank`.
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t* bar, int rank) {
-  asm volatile(
-      "{\n .reg .b32 remote;\n mapa.shared::cluster.u32 remote, %0, %1;\n"
-      " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_addr(bar)),
-      "r"(rank)
-      : "memory");
-}
-__device__ __forceinline__ int cluster_rank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return int(r);
-}
-// Every thread of every block of the cluster: barriers initialised before any block signals
-// another's, and no block gone while another may still signal it.
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
 // The shared-memory descriptor of a K-major operand in TMA's 128-byte swizzle: rows of
 // 128 bytes (32 tf32), 8-row atoms of 1024 bytes one after another (SBO = 1024), LBO unused
 // for a swizzled K-major layout (1 by convention), layout type 1 = 128B swizzle. K step s
@@ -247,29 +212,23 @@ __device__ __forceinline__ float select(bool p, float a, float b) {
 }
 #endif  // VECGEMM_WGMMA_BUILT
 
-// D = alpha * A @ B + beta * C (or split-K partials) for blockIdx.z = batch * k_splits + split;
-// the clusters of kClusterM blocks along x take kClusterM * BM x BN tiles in tile_origin's
-// order, block rank r the rows r * BM of it. The operands are the workspace's parts through
-// tma_a ({K, M, 2 planes}, boxes {32, BM, 2}) and tma_b ({K, N, 2 planes}, boxes {32, BN, 2},
-// or {32, BN / kClusterM, 1} clustered: a block's share of one part); a_planes / b_planes: 1
-// for an operand broadcast over the batch. flags[z * tiles + tile_index(tile)]: 1 where pass
-// 3 must recompute the tile (tiles: the BM x BN tiles of the output, the fix-up's order).
-template <int kClusterM>
+// D = alpha * A @ B + beta * C (or split-K partials) for blockIdx.z = batch * k_splits + split
+// and output tile blockIdx.x (tile_origin's order); the operands are the workspace's parts
+// through tma_a ({K, M, 2 planes}) and tma_b ({K, N, 2 planes}); a_planes / b_planes: 1 for
+// an operand broadcast over the batch. flags[blockIdx.z * gridDim.x + blockIdx.x]: 1 where
+// pass 3 must recompute the tile.
 __global__ void __launch_bounds__(kThreads, 1)
     sgemm_3xtf32_wgmma(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                        const GemmParams p, int a_planes, int b_planes, int* flags) {
 #if VECGEMM_WGMMA_BUILT
-  static_assert(kClusterM == 1 || kClusterM == kMaxClusterM, "a block and its one partner");
   allow_dependents();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* empty = full + kStages;
 
-  const int rank = kClusterM == 1 ? 0 : cluster_rank();
   int m0, n0;
-  tile_origin(p.m, p.n, kClusterM * BM, BN, blockIdx.x / kClusterM, m0, n0);
-  m0 += rank * BM;  // past M in the last pair of an odd count of tile rows: zeros, not stored
+  tile_origin(p.m, p.n, BM, BN, blockIdx.x, m0, n0);
   const int batch = blockIdx.z / p.k_splits, split_id = blockIdx.z % p.k_splits;
   const int k_begin = split_id * p.k_slice;
   const int k_tiles = (max(0, min(p.k - k_begin, p.k_slice)) + kBK - 1) / kBK;
@@ -277,15 +236,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);                              // the producer's expect_tx arrival
-      mbar_init(&empty[s], kConsumers * 4 * kClusterM);    // each consumer warp of the cluster
+      mbar_init(&full[s], 1);                   // the producer's expect_tx arrival
+      mbar_init(&empty[s], kConsumers * 4);     // one arrival per consumer warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tma_a)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tma_b)) : "memory");
   }
-  if constexpr (kClusterM > 1) cluster_sync();
-  else __syncthreads();
+  __syncthreads();
 
   bool bad = false;
   float sum[64];
@@ -299,18 +257,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int t = 0; t < k_tiles; ++t) {
         const int s = t % kStages, k = k_begin + t * kBK;
         if (t >= kStages) mbar_wait(&empty[s], ((t / kStages) & 1) ^ 1);
-        mbar_expect_tx(&full[s], kStageBytes);  // this block's A, and all of B from the cluster
+        mbar_expect_tx(&full[s], kStageBytes);
         unsigned char* st = smem + s * kStageBytes;
         tma_load(st, &tma_a, &full[s], k, m0, a_part0);
-        if constexpr (kClusterM == 1) {
-          tma_load(st + kATileBytes, &tma_b, &full[s], k, n0, b_part0);
-        } else {
-          constexpr int kRows = BN / kClusterM;
-#pragma unroll
-          for (int part = 0; part < 2; ++part)
-            tma_load_multicast(st + kATileBytes + part * BN * 128 + rank * kRows * 128, &tma_b, &full[s], k,
-                               n0 + rank * kRows, b_part0 + part, uint16_t((1u << kClusterM) - 1));
-        }
+        tma_load(st + kATileBytes, &tma_b, &full[s], k, n0, b_part0);
       }
     }
     __syncwarp();
@@ -339,10 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       wgmma_commit();
       wgmma_wait<0>();
       fence_operand(acc);
-      if (lane == 0) {
-        mbar_arrive(&empty[s]);
-        if constexpr (kClusterM > 1) mbar_arrive_cluster(&empty[s], rank ^ 1);
-      }
+      if (lane == 0) mbar_arrive(&empty[s]);
 #pragma unroll
       for (int i = 0; i < 64; ++i) sum[i] += acc[i];
     }
@@ -351,13 +298,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       bad |= !(fabsf(sum[i]) <= 3.402823466e38f) || (sum[i] != 0.0f && fabsf(sum[i]) < tf32x3::kTinyResult);
   }
 
-  if constexpr (kClusterM > 1) cluster_sync();
   // Block-uniform: a flagged tile is left to the fix-up pass, D untouched.
   const bool flagged = __syncthreads_or(bad);
-  if (threadIdx.x == 0 && m0 < p.m) {
-    const int tiles = ((p.m + BM - 1) / BM) * ((p.n + BN - 1) / BN);
-    flags[int64_t(blockIdx.z) * tiles + tile_index(p.m, p.n, BM, BN, m0, n0)] = flagged ? 1 : 0;
-  }
+  if (threadIdx.x == 0) flags[int64_t(blockIdx.z) * gridDim.x + blockIdx.x] = flagged ? 1 : 0;
   if (flagged || wg == kConsumers) return;
 
   // sum[4c + e]: row 16 warp + lane / 4 + 8 (e / 2), column 8 c + 2 (lane % 4) + e % 2. The

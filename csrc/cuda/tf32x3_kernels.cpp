@@ -37,10 +37,9 @@ Reason find_violation(int row, int device) {
     return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
            "; rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";
   }
-  if (r.available != nullptr && !r.available(r.config))
-    return std::string(r.name) + " cannot run here: it needs sm_90a code in the build (TORCH_CUDA_ARCH_LIST " +
-           "with 9.0a, README, Build) and, for a clustered kernel, room for its cluster on this " +
-           arch_name(capability) + " GPU";
+  if (r.available != nullptr && !r.available())
+    return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
+           " (it needs sm_90a code: TORCH_CUDA_ARCH_LIST with 9.0a, README, Build)";
   return std::nullopt;
 }
 

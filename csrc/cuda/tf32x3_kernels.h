@@ -16,8 +16,7 @@
 namespace vecgemm {
 
 struct Tf32x3Row {
-  // The variant name: tf32x3_<BM>x<BN>[_c<blocks>]_<instruction> ("mma": mma.sync,
-  // "wgmma"; c2: clusters of two blocks sharing loads).
+  // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma").
   const char* name;
   // The compute capabilities it runs on, 10 * major + minor: mma.sync's TF32 needs 80; code
   // for an arch-specific target (sm_90a's wgmma) runs on that one only, so max 90.
@@ -32,9 +31,9 @@ struct Tf32x3Row {
   // Scratch the kernel needs besides the split-K partials (the wgmma form's TF32 parts of
   // A and B and its flags), or none.
   size_t (*scratch_bytes)(const GemmParams& p);
-  // Whether the current device can run the config beyond what the capability range says
-  // (the wgmma form: sm_90a code in this build, room for its cluster), or none.
-  bool (*available)(int config);
+  // Whether the current device can run the kernel beyond what the capability range says
+  // (the wgmma form: sm_90a code in this build), or none.
+  bool (*available)();
 };
 
 namespace tf32x3_mma_row {
@@ -44,9 +43,10 @@ inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool v
 }  // namespace tf32x3_mma_row
 
 namespace tf32x3_wgmma_row {
-inline const void* entry(int config, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(config); }
-inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool, void* scratch, cudaStream_t stream) {
-  launch_sgemm_3xtf32_wgmma(config, p, la, lb, scratch, stream);
+inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
+inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
+inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, void* scratch, cudaStream_t stream) {
+  launch_sgemm_3xtf32_wgmma(p, la, lb, scratch, stream);
 }
 }  // namespace tf32x3_wgmma_row
 
@@ -57,9 +57,7 @@ inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool, 
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
 // (99 KB) do not have.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
-    {"tf32x3_128x128_c2_wgmma", 90, 90, 32, 1, &tf32x3_wgmma_config_info, &tf32x3_wgmma_row::entry,
-     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available},
-    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_config_info, &tf32x3_wgmma_row::entry,
+    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
      nullptr, nullptr},

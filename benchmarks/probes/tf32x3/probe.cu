@@ -47,20 +47,19 @@ using vecgemm::Layout;
     }                                                                                \
   } while (0)
 
-// The config indices that stand for the wgmma kernel's configs (launch_sgemm_3xtf32_wgmma:
-// one block a tile, clusters of two), past the mma.sync configs; their cases run only where
-// sgemm_3xtf32_wgmma_available().
-static const int kWgmma = vecgemm::kNumTf32x3Configs, kWgmmaPair = kWgmma + 1;
+// The config index that stands for the wgmma kernel (launch_sgemm_3xtf32_wgmma), past the
+// mma.sync configs; its cases run only where sgemm_3xtf32_wgmma_available().
+static const int kWgmma = vecgemm::kNumTf32x3Configs;
 static bool g_wgmma = false;
-static bool is_wgmma(int c) { return c >= kWgmma; }
+static bool is_wgmma(int c) { return c == kWgmma; }
 static const char* config_name(int c) {
-  return c < 0 ? "3xtf32" : c == kWgmma ? "wgmma" : c == kWgmmaPair ? "wgmma_c2" : c == 0 ? "128x128" : "128x64";
+  return c < 0 ? "3xtf32" : c == kWgmma ? "wgmma" : c == 0 ? "128x128" : "128x64";
 }
 
 // One call of the kernel under test (config as in Case), with the wgmma form's scratch.
 static void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void* scratch) {
   if (is_wgmma(config)) {
-    vecgemm::launch_sgemm_3xtf32_wgmma(config - kWgmma, p, la, lb, scratch, 0);
+    vecgemm::launch_sgemm_3xtf32_wgmma(p, la, lb, scratch, 0);
   } else if (config < 0) {
     vecgemm::launch_sgemm_3xtf32(p, la, lb, vec4, 0);
   } else {
@@ -95,7 +94,7 @@ struct Case {
   float alpha = 1.0f, beta = 0.0f;
   Dist dist = Dist::Randn;
   int k_splits = 1;  // K slices of whole 32-K tiles; the partials are summed here, in order
-  int config = -1;   // -1: the launcher's choice; kWgmma, kWgmmaPair: the sm_90a wgmma form
+  int config = -1;   // -1: the launcher's choice; kWgmma: the sm_90a wgmma form
 };
 
 static float sample(std::mt19937_64& rng, Dist d) {
@@ -571,21 +570,18 @@ int main(int argc, char** argv) {
         }
   }
 
-  g_wgmma = vecgemm::sgemm_3xtf32_wgmma_available(0) && vecgemm::sgemm_3xtf32_wgmma_available(1);
+  g_wgmma = vecgemm::sgemm_3xtf32_wgmma_available();
   if (g_wgmma) {
-    for (int c = 0; c < vecgemm::kNumTf32x3WgmmaConfigs; ++c) {
-      const auto info = vecgemm::tf32x3_wgmma_config_info(c);
-      const void* fn = vecgemm::tf32x3_wgmma_kernel_entry(c);
-      cudaFuncAttributes at;
-      CK(cudaFuncGetAttributes(&at, fn));
-      CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, info.smem_bytes));
-      int blocks = 0;
-      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, info.threads, info.smem_bytes));
-      printf("kernel %s %dx%d (all orders): %d registers, %zu bytes local (spills), %d B dynamic smem, %d threads, "
-             "%d blocks/SM\n",
-             config_name(kWgmma + c), info.bm, info.bn, at.numRegs, at.localSizeBytes, info.smem_bytes, info.threads,
-             blocks);
-    }
+    const auto info = vecgemm::tf32x3_wgmma_config_info();
+    const void* fn = vecgemm::tf32x3_wgmma_kernel_entry();
+    cudaFuncAttributes at;
+    CK(cudaFuncGetAttributes(&at, fn));
+    CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, info.smem_bytes));
+    int blocks = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, info.threads, info.smem_bytes));
+    printf("kernel wgmma %dx%d (all orders): %d registers, %zu bytes local (spills), %d B dynamic smem, %d threads, "
+           "%d blocks/SM\n",
+           info.bm, info.bn, at.numRegs, at.localSizeBytes, info.smem_bytes, info.threads, blocks);
   } else {
     printf("kernel wgmma: not available on this device/build (needs sm_90 and -arch=sm_90a)\n");
   }
@@ -645,28 +641,25 @@ int main(int argc, char** argv) {
         cases.push_back(c);
       }
     }
-    // Every case again on each wgmma config (the mma.sync configs' unchecked-loop cases
-    // once), and split-K there: slices of 1-3 K tiles, ragged last slices, odd tile rows.
+    // Every case again on the wgmma form (the mma.sync configs' unchecked-loop cases once),
+    // and split-K there: slices of 1-4 K tiles, ragged last slices, a batch with C.
     if (g_wgmma) {
       const size_t n = cases.size();
-      for (int w : {kWgmma, kWgmmaPair})
-        for (size_t i = 0; i < n; ++i)
-          if (cases[i].config <= 0) {
-            Case c = cases[i];
-            c.config = w;
-            cases.push_back(c);
-          }
-      for (int w : {kWgmma, kWgmmaPair}) {
-        Case c{300, 260, 1000, 2, R, Cm};
-        c.config = w, c.k_splits = 9, c.cmode = CMode::Full, c.beta = -0.5f;
-        cases.push_back(c);
-        c = Case{129, 130, 100, 1, Cm, R};
-        c.config = w, c.k_splits = 3, c.unaligned = true;
-        cases.push_back(c);
-        c = Case{64, 64, 4096, 1, R, R};
-        c.config = w, c.k_splits = 16, c.dist = Dist::Uniform;
-        cases.push_back(c);
-      }
+      for (size_t i = 0; i < n; ++i)
+        if (cases[i].config <= 0) {
+          Case c = cases[i];
+          c.config = kWgmma;
+          cases.push_back(c);
+        }
+      Case c{300, 260, 1000, 2, R, Cm};
+      c.config = kWgmma, c.k_splits = 9, c.cmode = CMode::Full, c.beta = -0.5f;
+      cases.push_back(c);
+      c = Case{129, 130, 100, 1, Cm, R};
+      c.config = kWgmma, c.k_splits = 3, c.unaligned = true;
+      cases.push_back(c);
+      c = Case{64, 64, 4096, 1, R, R};
+      c.config = kWgmma, c.k_splits = 16, c.dist = Dist::Uniform;
+      cases.push_back(c);
     }
     uint64_t seed = 1;
     for (const Case& cs : cases) {
@@ -676,13 +669,13 @@ int main(int argc, char** argv) {
     }
     for (Layout la : L)
       for (Layout lb : L)
-        for (int c = 0; c <= kWgmmaPair; ++c)
+        for (int c = 0; c <= kWgmma; ++c)
           if (!is_wgmma(c) || g_wgmma) check_special(la, lb, c);
   }
 
   if (!quick) {
     CK(cudaMalloc(&g_flush, kFlushBytes));
-    const std::vector<int> configs = {0, 1, kWgmma, kWgmmaPair};
+    const std::vector<int> configs = {0, 1, kWgmma};
     for (int s : {2048, 4096, 8192}) time_square(s, Layout::RowMajor, Layout::RowMajor, configs);
     time_square(4096, Layout::RowMajor, Layout::ColMajor, configs);
     time_square(4096, Layout::ColMajor, Layout::RowMajor, configs);
