@@ -7,7 +7,8 @@ otherwise a CPU-only library is built whose ops fall back to ATen. Environment:
   TORCH_CUDA_ARCH_LIST   target architectures. Default: the local GPUs' on a machine with
                          GPUs (as torch.utils.cpp_extension does); else every architecture
                          from sm_80 on that the installed torch supports, at least sm_80,
-                         8.6, 8.9 and 9.0, with PTX for the newest
+                         8.6, 8.9 and 9.0, with PTX for the newest. Either way sm_90 is
+                         built as sm_90a, which the wgmma kernel needs
   VECGEMM_CPU_ONLY=1     build without the CUDA kernels
   VECGEMM_PTXAS_VERBOSE=1  print ptxas' register / spill report for every kernel
   VECGEMM_SASS_REWRITE=0 leave the t816 main loops as ptxas wrote them (see below)
@@ -105,18 +106,27 @@ def _toolkit_matches_torch():
         )
 
 
+# sm_90a code runs on exactly the GPUs sm_90 code runs on (compute capability 9.0) and adds
+# wgmma, which the 3xTF32 path's fastest kernel needs; the other kernels compile the same
+# for both. So a default list names 9.0 as 9.0a: no extra compile, and the kernel is there.
+ARCH_SPECIFIC = {"9.0": "9.0a"}
+
+
 def _default_arch_list():
-    """TORCH_CUDA_ARCH_LIST when the environment does not set one, or None to let
-    torch.utils.cpp_extension take the local GPUs' architectures."""
+    """TORCH_CUDA_ARCH_LIST when the environment does not set one: the local GPUs'
+    architectures where there are GPUs (as torch.utils.cpp_extension takes them), else
+    every one torch supports from OLDEST_DEFAULT_ARCH on and ALWAYS_BUILT; PTX for the
+    newest, ARCH_SPECIFIC's names."""
     if torch.cuda.is_available() and torch.cuda.device_count() > 0:
-        return None
-    known = []
-    for arch in torch.cuda.get_arch_list():  # e.g. "sm_90"; "compute_90" entries are PTX
-        match = re.fullmatch(r"sm_(\d+)(\d)", arch)
-        if match and (int(match.group(1)), int(match.group(2))) >= OLDEST_DEFAULT_ARCH:
-            known.append(f"{match.group(1)}.{match.group(2)}")
-    archs = sorted(set(known) | set(ALWAYS_BUILT), key=lambda a: tuple(int(x) for x in a.split(".")))
-    return ";".join(archs[:-1] + [archs[-1] + "+PTX"])
+        archs = {"{}.{}".format(*torch.cuda.get_device_capability(d)) for d in range(torch.cuda.device_count())}
+    else:
+        archs = set(ALWAYS_BUILT)
+        for arch in torch.cuda.get_arch_list():  # e.g. "sm_90"; "compute_90" entries are PTX
+            match = re.fullmatch(r"sm_(\d+)(\d)", arch)
+            if match and (int(match.group(1)), int(match.group(2))) >= OLDEST_DEFAULT_ARCH:
+                archs.add(f"{match.group(1)}.{match.group(2)}")
+    ordered = [ARCH_SPECIFIC.get(a, a) for a in sorted(archs, key=lambda a: tuple(int(x) for x in a.split(".")))]
+    return ";".join(ordered[:-1] + [ordered[-1] + "+PTX"])
 
 
 # The tiled kernel has many instances (kernel_configs.h rows x storage orders x load widths).
