@@ -1,8 +1,9 @@
 // The 3xTF32 kernels (precision "3xtf32"), as data: one row per kernel the planner may
-// run, in order of preference. The planner takes the first row that runs on the device
-// (tf32x3_violation: its instruction's compute capabilities, its shared memory, a kernel
-// image in this build), so a kernel for newer GPUs goes above the ones it beats and older
-// GPUs skip it. Each implementation keeps its own host interface (sgemm_3xtf32.h: a
+// run. Of the rows that run on the device (tf32x3_violation: its instruction's compute
+// capabilities, its shared memory, a kernel image in this build), the planner takes the
+// one it predicts fastest at its best K split (plan.cpp, with the device profile's K-tile
+// time of each row), an earlier row on a tie, so older GPUs skip a kernel they cannot
+// run. Each implementation keeps its own host interface (sgemm_3xtf32.h: a
 // config index and launch / entry / info functions); a row names those functions, so a
 // second implementation (a Hopper wgmma form, sm_90a only) is a row with its own
 // functions and capability range, with no change to the planner, the ops or the API.
@@ -50,8 +51,9 @@ inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, void* s
 }
 }  // namespace tf32x3_wgmma_row
 
-// The wgmma form first where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync
-// form's 1.1x on the H200 (docs/performance.md, step 31). Then 128 x 64: two blocks of 4
+// The wgmma form where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync form's
+// 1.1x on the H200 (docs/performance.md, step 31), but it pays a split pass over both
+// operands, which small-M problems do not earn back (step 32). 128 x 64: two blocks of 4
 // warps per SM measured faster than one of 8 at every size on the H200 with the kernel's
 // earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
@@ -72,7 +74,8 @@ std::optional<int> tf32x3_row_of(const std::string& name);
 // Why the row's kernel cannot run on the device (capability, shared memory, no image in
 // this build), or none. Remembered per row and device.
 Reason tf32x3_violation(int row, int device);
-// The first row that runs on the device; else the reason the most widely usable row gives.
+// The first row that runs on the device; else the reason the most widely usable row gives
+// (why 3xTF32 cannot run at all: the planner's choice among runnable rows is plan.cpp's).
 struct Tf32x3Pick {
   std::optional<int> row;
   Reason reason;
