@@ -57,12 +57,13 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
   p.one_warp_throughput = 0.52;
   // 3xTF32 at 4096^3 rr (docs/performance.md, steps 31-32): the wgmma rows from the kernel
   // time without the split pass over 8 waves of 128 K tiles; the mma.sync ones from 1.1x
-  // cuBLAS fp32 (56 TFLOP/s), 8 waves of 2 (128 x 64) or 1 (128 x 128) blocks a SM.
+  // cuBLAS fp32 (56 TFLOP/s), 8 waves of 2 (128 x 64) or 1 (128 x 128) blocks a SM; 64 x 128
+  // given 128 x 64's (the same warps, MMAs and loads a block K tile; step 33).
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
     const std::string_view name = kTf32x3Rows[r].name;
-    p.tf32x3_k_tile_ns[r] = name == "tf32x3_128x128_wgmma" ? 1150.0
-                            : name == "tf32x3_128x64_mma"  ? 2400.0
-                                                           : 4800.0;
+    p.tf32x3_k_tile_ns[r] = name == "tf32x3_128x128_wgmma"                                ? 1150.0
+                            : name == "tf32x3_128x64_mma" || name == "tf32x3_64x128_mma" ? 2400.0
+                                                                                          : 4800.0;
   }
   // Not measured: the 3-stage fill (a round trip to L2 or memory per stage, overlapped) and
   // the 64 KB store of a 128 x 128 tile, about two K tiles' time.

@@ -15,8 +15,11 @@ using tf32x3::Tf32x3Shape;
 // Warps of 64 x 32. 128 x 128: 8 warps, one block per SM (the registers), so 4 stages
 // (128 KB) to cover the pipeline bubbles no second block hides. 128 x 64: 4 warps, two
 // blocks per SM (72 KB each), as the 64 x 64-warp kernel's faster 128 x 128 config was.
+// 64 x 128: the same warps side by side along N, for problems of few rows (decode: M of
+// 1-64), where a 128-row tile would compute mostly padding.
 using Shape128x128 = Tf32x3Shape<128, 128, 4>;
 using Shape128x64 = Tf32x3Shape<128, 64, 3>;
+using Shape64x128 = Tf32x3Shape<64, 128, 3>;
 
 [[noreturn]] void fail(const std::string& what) { fail_in("sgemm_3xtf32", what); }
 
@@ -128,12 +131,14 @@ void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const 
 Tf32x3ConfigInfo tf32x3_config_info(int config) {
   if (config == 0) return {Shape128x128::BM, Shape128x128::BN, Shape128x128::kThreads, Shape128x128::kSmemBytes};
   if (config == 1) return {Shape128x64::BM, Shape128x64::BN, Shape128x64::kThreads, Shape128x64::kSmemBytes};
+  if (config == 2) return {Shape64x128::BM, Shape64x128::BN, Shape64x128::kThreads, Shape64x128::kSmemBytes};
   fail("no config " + std::to_string(config));
 }
 
 const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4) {
   if (config == 0) return entry_of<Shape128x128>(la, lb, vec4);
   if (config == 1) return entry_of<Shape128x64>(la, lb, vec4);
+  if (config == 2) return entry_of<Shape64x128>(la, lb, vec4);
   fail("no config " + std::to_string(config));
 }
 
@@ -150,6 +155,7 @@ void launch_sgemm_3xtf32_config(int config, const GemmParams& p, Layout la, Layo
                                 cudaStream_t stream) {
   if (config == 0) return launch_shape<Shape128x128>(p, la, lb, vec4, stream);
   if (config == 1) return launch_shape<Shape128x64>(p, la, lb, vec4, stream);
+  if (config == 2) return launch_shape<Shape64x128>(p, la, lb, vec4, stream);
   fail("no config " + std::to_string(config));
 }
 

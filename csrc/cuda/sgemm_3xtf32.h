@@ -19,8 +19,8 @@ void launch_sgemm_3xtf32(const GemmParams& p, Layout la, Layout lb, bool vec4, c
 
 // The block tilings it is compiled for, by index, for probes and tuning:
 // 0: 128 x 128 (8 warps of 64 x 32, one block per SM), 1: 128 x 64 (4 warps, two blocks
-// per SM).
-inline constexpr int kNumTf32x3Configs = 2;
+// per SM), 2: 64 x 128 (4 warps along N, two blocks per SM: few rows).
+inline constexpr int kNumTf32x3Configs = 3;
 struct Tf32x3ConfigInfo {
   int bm, bn, threads, smem_bytes;
 };

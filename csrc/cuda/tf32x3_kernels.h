@@ -57,11 +57,14 @@ inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, void* s
 // warps per SM measured faster than one of 8 at every size on the H200 with the kernel's
 // earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
-// (99 KB) do not have.
+// (99 KB) do not have. 64 x 128 after 128 x 64 (the same work and loads a block K tile:
+// they tie on large problems), for M <= 64, where it computes half the padding.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
+     nullptr, nullptr},
+    {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
      nullptr, nullptr},
     {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
      nullptr, nullptr},

@@ -53,7 +53,7 @@ static const int kWgmma = vecgemm::kNumTf32x3Configs;
 static bool g_wgmma = false;
 static bool is_wgmma(int c) { return c == kWgmma; }
 static const char* config_name(int c) {
-  return c < 0 ? "3xtf32" : c == kWgmma ? "wgmma" : c == 0 ? "128x128" : "128x64";
+  return c < 0 ? "3xtf32" : c == kWgmma ? "wgmma" : c == 0 ? "128x128" : c == 1 ? "128x64" : "64x128";
 }
 
 // One call of the kernel under test (config as in Case), with the wgmma form's scratch.
@@ -675,7 +675,7 @@ int main(int argc, char** argv) {
 
   if (!quick) {
     CK(cudaMalloc(&g_flush, kFlushBytes));
-    const std::vector<int> configs = {0, 1, kWgmma};
+    const std::vector<int> configs = {0, 1, 2, kWgmma};
     for (int s : {2048, 4096, 8192}) time_square(s, Layout::RowMajor, Layout::RowMajor, configs);
     time_square(4096, Layout::RowMajor, Layout::ColMajor, configs);
     time_square(4096, Layout::ColMajor, Layout::RowMajor, configs);
