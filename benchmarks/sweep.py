@@ -70,8 +70,12 @@ def measure(p, index, seed, timing):
     torch_ms = time_ms(lambda: torch.matmul(A, B), **timing)
     ours_ms = time_ms(lambda: torch_vecgemm.mm(A, B), **timing)
     flops = 2.0 * p["m"] * p["n"] * p["k"]
+    # The cost model's time for the kernel it chose (copies aside), for the tilings it ranks.
+    model_ms = None
+    if plan.family in ("tiled", "async"):
+        model_ms = torch_vecgemm._C.model_ranking(torch_vecgemm._C.tuning_key(A, B))[0][0] * 1e-6
     return dict(
-        **p, plan=str(plan), family=plan.family, torch_ms=torch_ms, ours_ms=ours_ms,
+        **p, plan=str(plan), family=plan.family, torch_ms=torch_ms, ours_ms=ours_ms, model_ms=model_ms,
         ratio_to_torch_matmul=torch_ms / ours_ms, tflops=flops / (ours_ms * 1e-3) / 1e12,
         torch_tflops=flops / (torch_ms * 1e-3) / 1e12, rel_err_vs_torch=rel,
         note=None if rel < REL_ERR_LIMIT else f"WRONG: relative error {rel:.3g} vs torch.matmul",

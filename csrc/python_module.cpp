@@ -56,6 +56,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("tuning_key", &vecgemm::tuning_key, py::arg("A"), py::arg("B"),
         "The tuning cache's key for A @ B under the auto variant (after its copies).");
   m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);
+  m.def("model_ranking", &vecgemm::model_ranking, py::arg("key"),
+        "The cost model's candidates for a tuning key on the current CUDA device, fastest first: "
+        "(predicted ns, config, split-K factor, stream-K tail).");
   m.def("_set_dependent_launch", &vecgemm::set_dependent_launch,
         "Measurement knob: whether the second passes may overlap the end of the kernel before them.");
   m.def("selected_kernel", &vecgemm::selected_kernel, py::arg("A"), py::arg("B"), py::arg("variant") = "auto",

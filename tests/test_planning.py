@@ -198,6 +198,21 @@ def test_split_k_planned(rng):
     assert torch_vecgemm.plan(A, B).split_k == 1
 
 
+@pytest.mark.parametrize("m,n,k", [(32, 64, 8192), (1000, 1000, 1000), (4096, 4096, 4096)])
+def test_model_ranking_is_the_plan(m, n, k, rng, clean_tuning):
+    # The probes' view of the model is the planner's: its first candidate is what auto runs,
+    # times ascend, and every tiling named can take the problem.
+    A, B = randn(rng, m, k), randn(rng, k, n)
+    ranking = torch_vecgemm._C.model_ranking(torch_vecgemm._C.tuning_key(A, B))
+    times = [ns for ns, *_ in ranking]
+    assert times == sorted(times) and times[0] > 0, ranking[:3]
+    plan = torch_vecgemm.plan(A, B)
+    assert ranking[0][1:] == (plan.kernel, plan.split_k, plan.stream_k), (ranking[0], plan)
+    assert {config for _, config, _, _ in ranking} <= set(TILINGS)
+    with pytest.raises(RuntimeError, match="not a tuning key"):
+        torch_vecgemm._C.model_ranking("m32_n64")
+
+
 # ---- the stream-K tail ------------------------------------------------------------------------------
 
 

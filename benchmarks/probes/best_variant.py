@@ -5,7 +5,9 @@ auto, torch.matmul and every kernel config this build has (the strict op with
 ``variant=<config>``: that kernel, the split the model picks for it, no copies), and prints
 the best config against auto and against torch. Where the best config beats auto, the cost
 model ranked the candidates wrongly; where even the best config loses to torch, the kernels
-(or the copies the planner would add) are what is missing. Needs a GPU.
+(or the copies the planner would add) are what is missing. Beside each time, the cost
+model's prediction for it (auto's kernel, copies aside; each config on the operands as
+given), so that a wrong ranking shows which estimate was off. Needs a GPU.
 
     python -m benchmarks.probes.best_variant /tmp/sweep.json [--weakest 24] [--json out.json]
 """
@@ -23,6 +25,27 @@ from benchmarks.sweep import make_problem_operands
 
 def config_names():
     return [v for v in torch_vecgemm.variants() if v not in ("auto", "vectorized", "gemv")]
+
+
+def key_as_given(A, B):
+    """The tuning key of A @ B without copies (the planner's rule for 16-byte rows: plan.cpp,
+    vec4_ok), under which the model ranks the configs as the strict op runs them."""
+    def order_and_aligned(t):
+        row_major = t.size(-1) == 1 or t.stride(-1) == 1
+        ld = t.stride(-2) if row_major else t.stride(-1)
+        return "r" if row_major else "c", t.data_ptr() % 16 == 0 and ld % 4 == 0
+
+    (oa, va), (ob, vb) = order_and_aligned(A), order_and_aligned(B)
+    m, k, n = A.size(0), A.size(1), B.size(1)
+    return f"b1_m{m}_n{n}_k{k}_{oa}{ob}_v{4 if va and vb else 1}_d{4 if n % 4 == 0 else 1}"
+
+
+def model_predictions_ms(A, B):
+    """{name: ms}: the model's time for auto's kernel choice and for each config's best split."""
+    out = {"auto": torch_vecgemm._C.model_ranking(torch_vecgemm._C.tuning_key(A, B))[0][0] * 1e-6}
+    for ns, config, _, _ in torch_vecgemm._C.model_ranking(key_as_given(A, B)):
+        out.setdefault(config, ns * 1e-6)
+    return out
 
 
 def time_variants(A, B):
@@ -46,17 +69,20 @@ def main(argv=None):
     seed = data["settings"]["seed"]
     indexed = sorted(enumerate(data["records"]), key=lambda ir: ir[1]["ratio_to_torch_matmul"])[: args.weakest]
     results = []
-    print(f"{'problem':<28} {'torch us':>9} {'auto us':>8} {'best us':>8} {'best/auto':>9} {'torch/best':>10}  best config; auto's plan")
+    print(f"{'problem':<28} {'torch us':>9} {'auto us':>8} {'(model)':>8} {'best us':>8} {'(model)':>8} "
+          f"{'best/auto':>9} {'torch/best':>10}  best config; auto's plan")
     for index, r in indexed:
         A, B = make_problem_operands(r, "cuda", seed * 100003 + index)
         times = time_variants(A, B)
+        predicted = model_predictions_ms(A, B)
         configs = {k: v for k, v in times.items() if k not in ("torch", "auto")}
         best = min(configs, key=configs.get)
         name = f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}"
-        print(f"{name:<28} {times['torch'] * 1e3:9.1f} {times['auto'] * 1e3:8.1f} {configs[best] * 1e3:8.1f} "
+        print(f"{name:<28} {times['torch'] * 1e3:9.1f} {times['auto'] * 1e3:8.1f} {predicted['auto'] * 1e3:8.1f} "
+              f"{configs[best] * 1e3:8.1f} {predicted.get(best, float('nan')) * 1e3:8.1f} "
               f"{times['auto'] / configs[best]:9.2f} {times['torch'] / configs[best]:10.2f}  {best}; "
               f"{torch_vecgemm.selected_kernel(A, B)}")
-        results.append({"problem": r, "times_ms": times, "best": best})
+        results.append({"problem": r, "times_ms": times, "model_ms": predicted, "best": best})
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 #include <algorithm>
 #include <atomic>
@@ -126,6 +127,17 @@ void clear_tuning_cache() {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_tuned.clear();
   ++g_generation;
+}
+
+std::vector<RankedChoice> model_ranking(const std::string& key) {
+  auto problem = ProblemKey::parse(key);
+  TORCH_CHECK(problem.has_value(), "vecgemm: '", key, "' is not a tuning key (b<batch>_m<M>_n<N>_k<K>_<orders>_v<1|4>_d<1|4>, ",
+              "as torch_vecgemm._C.tuning_key(A, B) gives)");
+  problem->device = c10::cuda::current_device();
+  std::vector<RankedChoice> out;
+  for (const auto& [ns, choice] : ranked_choices(*problem))
+    out.emplace_back(ns, kernel_config_name(choice.config), choice.splits, choice.stream_k);
+  return out;
 }
 
 }  // namespace vecgemm
