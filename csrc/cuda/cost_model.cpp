@@ -75,7 +75,7 @@ double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int sl
 // Estimated nanoseconds: the waves of blocks (block_times, or stream_k_block_times under a
 // stream-K schedule), never faster than moving every operand once; split-K adds the
 // workspace round trip (partials written by the GEMM, read back by the reduction) and a
-// second launch.
+// second launch, dependent on the first (priced as such also where a user turned that off).
 double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk = nullptr) {
   const Tiling& t = tiling_of(config);
   const DeviceProfile& profile = profile_of(key.device);
@@ -100,7 +100,7 @@ double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk
     // The reduction: its traffic, or, for a small output, the round trips of its reads.
     const double traffic = 4.0 * mn * (2.0 * real_splits + 1.0) / profile.bytes_per_ns;
     const double round_trips = double(ceil_div(real_splits, kSplitkReduceLoadsInFlight)) * profile.memory_latency_ns;
-    ns += std::max(traffic, round_trips) + profile.launch_ns;
+    ns += std::max(traffic, round_trips) + profile.dependent_launch_ns;
   }
   return ns;
 }

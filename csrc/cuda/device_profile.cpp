@@ -32,6 +32,9 @@ constexpr KernelFigure kH200Kernels[] = {
     // Made for small problems, where the latency floor decides: unmeasured at 4096, given
     // the figures of the register-staged kernel of the same tiling.
     {"async_64x64x8_t84_s4", {84, 80, 84, 85}},
+    // Unmeasured at 4096: its 4 x 4 thread tile reads two LDS.128 a 16 FFMAs, so shared
+    // memory (128 bytes a clock) caps it at half the FFMA rate, ~2/3 of the best kernels'.
+    {"async_32x32x16_t44_s4", {60, 60, 60, 60}},
 };
 
 DeviceProfile make_profile(const char* name, const KernelFigure* figures, int count, const int (&order_percent)[4]) {
@@ -40,6 +43,9 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
   p.macs_per_ns_per_sm = 190.0;  // ~75% of 128 FP32 lanes at 1.98 GHz
   p.bytes_per_ns = 3500.0;       // sustained HBM3e bandwidth
   p.launch_ns = 2500.0;
+  // Launched dependent on the kernel before it (dependent_launch.cuh), a second pass's launch
+  // overlaps that kernel's drain: 1.2-1.5 us of launch_ns saved at 128^3-256^3 (step 23).
+  p.dependent_launch_ns = 1200.0;
   p.memory_latency_ns = 800.0;
   // tiled_64x64x8_t84 with one block a SM: 32 K steps in 17.8 us at 27x63x8146 (split-K 32),
   // 13 in 8.2 us at 153x307x99, launch included.

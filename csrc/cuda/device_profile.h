@@ -16,6 +16,7 @@ struct DeviceProfile {
   double macs_per_ns_per_sm;  // multiply-adds a full wave sustains
   double bytes_per_ns;        // device memory, sustained
   double launch_ns;           // one kernel launch and its tail
+  double dependent_launch_ns; // the same for a second pass launched while the kernel before drains
   double memory_latency_ns;   // a load's round trip to device memory, under light load
   // One K step of a block whose loads nothing hides: the load's round trip, the shared
   // stores, the barrier and the step's FFMAs.

@@ -127,7 +127,7 @@ double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
   const double waves = double(ceil_div(tiles * splits, slots));
   double ns = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles) * profile.tf32x3_k_tile_ns[row];
   if (splits > 1)
-    ns += profile.launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
+    ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
   if (r.scratch_bytes != nullptr)
     ns += 2.0 * profile.launch_ns +
           kTf32x3SplitPassBytes * double(key.batch) * (key.m + key.n) * key.k / profile.bytes_per_ns;
