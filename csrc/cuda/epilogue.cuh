@@ -57,4 +57,13 @@ __device__ __forceinline__ void store_partial4(const GemmParams& p, int split, i
   }
 }
 
+// A kernel's four results: the output, or its split's partial sums when K is split.
+__device__ __forceinline__ void store_result4(const GemmParams& p, int split, int batch, int row, int col,
+                                              const float (&acc)[4]) {
+  if (p.k_splits == 1)
+    store_output4(p, batch, row, col, acc);
+  else
+    store_partial4(p, split, batch, row, col, acc);
+}
+
 }  // namespace vecgemm

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <string>
 
+#include "batch_launch.h"
 #include "host_error.h"
 #include "sgemm_3xtf32.cuh"
 #include "sgemm_3xtf32.h"
@@ -75,27 +76,7 @@ void launch_shape(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStre
   const void* fn = entry_of<S>(la, lb, vec4);
   prepare(fn, S::kSmemBytes);
   const int64_t tiles = int64_t((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN);
-  if (tiles > 0x7fffffff) fail("too many output tiles");
-  constexpr int kMaxZ = 65535;
-  const int splits = std::max(1, p.k_splits);
-  if (splits > 1 && int64_t(p.batch) * splits > kMaxZ) fail("batch * k_splits past grid.z's 65535");
-  // Batches past grid.z's limit run in chunks (unsplit problems only: the split-K
-  // workspace is indexed by the whole batch).
-  const int chunk = splits > 1 ? p.batch : std::min(p.batch, kMaxZ);
-  for (int b0 = 0; b0 < p.batch; b0 += chunk) {
-    GemmParams q = p;
-    q.k_splits = splits;
-    q.batch = std::min(chunk, p.batch - b0);
-    q.a.ptr += b0 * p.a.batch_stride;
-    q.b.ptr += b0 * p.b.batch_stride;
-    if (q.c) q.c += b0 * p.c_batch_stride;
-    q.d += b0 * p.d_batch_stride;
-    const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits));
-    void* args[] = {&q};
-    const cudaError_t e = cudaLaunchKernel(fn, grid, dim3(S::kThreads), args, S::kSmemBytes, stream);
-    if (e != cudaSuccess) fail(std::string("launch failed: ") + cudaGetErrorString(e));
-    check_launch();
-  }
+  launch_over_batch(fn, p, tiles, S::kThreads, S::kSmemBytes, stream, "sgemm_3xtf32");
 }
 
 template <Layout LA, Layout LB>

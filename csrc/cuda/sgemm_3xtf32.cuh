@@ -60,8 +60,11 @@
 // is NaN (rare: an Inf or NaN input, or a value so close to FLT_MAX that rounding it to
 // TF32 overflows) it computes its tile again in two guarded passes: first the small terms,
 // with big and small of a non-finite value set to 0, then big * big alone, where Inf and
-// NaN meet only each other and the big parts, as in an fp32 product. The result is then
-// NaN or +-Inf exactly where the fp32 product's is (all special-value cases of the probe).
+// NaN meet only each other and the big parts, as in an fp32 product, each K step's MMA on
+// its own and added to the sum in fp32 (big_step: a product that overflows is Inf before it
+// meets the sum, as in an FMA chain). The result is then NaN or +-Inf exactly where the
+// fp32 product's is (all special-value cases of the probe and of the tests), up to the
+// order of the sum where huge terms of both signs meet.
 // Subnormals. PTX: for .tf32 mma "the accumulation order, rounding, and handling of
 // subnormal inputs are unspecified"; products are exact ("specified precision") and the
 // accumulation at least single precision. What that leaves:
@@ -91,12 +94,13 @@
 // result above 2^-90 (such a row's result is not small); both need inputs 2^100 apart.
 #pragma once
 #include <cstdint>
+#include <type_traits>
 
 #include "../gemm_params.h"
 #include "async_tile.cuh"         // cp_async16, cp_async4, commit, wait
 #include "block_tile.cuh"         // tile_origin: the raster order of the tiled kernels
 #include "dependent_launch.cuh"   // allow_dependents
-#include "epilogue.cuh"           // store_output4, store_partial4
+#include "epilogue.cuh"           // store_result4
 
 namespace vecgemm {
 namespace tf32x3 {
@@ -300,6 +304,18 @@ __device__ __forceinline__ void split(float x, float& hi, float& lo) {
   }
 }
 
+// The Big pass's products of one K step: alone in the MMA, then added into the sum in fp32.
+// A product past FLT_MAX leaves the MMA as +-Inf, as an fp32 FMA makes it, before it meets
+// the running sum; added inside the MMA it would meet the sum at the MMA's wider range,
+// where Inf + (-2^129) is Inf, and an Inf from an input and an overflow of the other sign
+// would give Inf where torch.mm gives NaN.
+__device__ __forceinline__ void big_step(const float (&a)[4], const float (&b)[2], float (&sum)[4]) {
+  float step[4];
+  mma_tf32<true>(step, a, b);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) sum[c] += step[c];
+}
+
 // A thread's fragment-load offset into a stage for physical row x of a tile, K step 0;
 // step s reads offset ^ (8 s) (the K of step s is 8 s + 2 t, and the swizzle's and the
 // step's bits add by XOR).
@@ -362,21 +378,23 @@ __device__ __forceinline__ void k_tile(const float* as, const float* bs, const i
 #pragma unroll
         for (int j = 0; j < kN; ++j) mma_tf32<false>(acc[i][j], a_hi, b_lo[j]);
       }
-      if constexpr (P != Pass::Small) {
+      if constexpr (P == Pass::Fast || P == Pass::Scaled) {
 #pragma unroll
-        for (int j = 0; j < kN; ++j) {
-          if (P == Pass::Big && s == 0) mma_tf32<true>(acc[i][j], a_hi, b_hi[j]);
-          else mma_tf32<false>(acc[i][j], a_hi, b_hi[j]);
-        }
+        for (int j = 0; j < kN; ++j) mma_tf32<false>(acc[i][j], a_hi, b_hi[j]);
+      } else if constexpr (P == Pass::Big) {
+#pragma unroll
+        for (int j = 0; j < kN; ++j) big_step(a_hi, b_hi[j], sum[i][j]);
       }
     }
   }
+  if constexpr (P != Pass::Big) {
 #pragma unroll
-  for (int i = 0; i < kM; ++i)
+    for (int i = 0; i < kM; ++i)
 #pragma unroll
-    for (int j = 0; j < kN; ++j)
+      for (int j = 0; j < kN; ++j)
 #pragma unroll
-      for (int c = 0; c < 4; ++c) sum[i][j][c] += acc[i][j][c];
+        for (int c = 0; c < 4; ++c) sum[i][j][c] += acc[i][j][c];
+  }
 }
 
 // The block's K loop, pass P: tile t is copied into stage t % kStages; every thread commits
@@ -485,6 +503,52 @@ __device__ __forceinline__ bool rescale_rows(const float (&acc)[S::kMTiles][S::k
 // division would bring IEEE division's slow path into the kernel.
 __device__ __forceinline__ float unscale(float scale) { return __int_as_float(0x7f000000 - __float_as_int(scale)); }
 
+template <Pass P>
+using PassTag = std::integral_constant<Pass, P>;
+
+// After the fast pass, the recomputations the header describes (Inf and NaN; Subnormals),
+// where its sums call for them. run(PassTag<P>{}) adds pass P's K loop into `sum` with the
+// row scales in `scale`; vote(b) is whether b holds for any thread sharing the K loop (a
+// block's, which is also a barrier, or a warp's); sync() orders two passes over the same
+// staging (a block's barrier; nothing for a warp, which stages nothing).
+template <class S, class Run, class Vote, class Sync>
+__device__ __forceinline__ void recompute_where_needed(float (&sum)[S::kMTiles][S::kNTiles][4], float (&scale)[8],
+                                                       const Run& run, const Vote& vote, const Sync& sync) {
+  if (vote(any_nan<S>(sum))) {
+    zero<S>(sum);
+    run(PassTag<Pass::Small>{});
+    sync();
+    run(PassTag<Pass::Big>{});
+  } else if (vote(any_tiny<S>(sum))) {
+    const bool scaled = rescale_rows<S>(sum, scale);
+    zero<S>(sum);
+    run(PassTag<Pass::Scaled>{});
+    // A scaled row whose results left the range around 2^-40 overflowed somewhere (Inf,
+    // NaN, or a truncating MMA's FLT_MAX): the K loop runs unscaled again.
+    bool overflow = false;
+#pragma unroll
+    for (int i = 0; i < S::kMTiles; ++i)
+#pragma unroll
+      for (int j = 0; j < S::kNTiles; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) overflow |= scale[2 * i + c / 2] != 1.0f && !(fabsf(sum[i][j][c]) < 0x1p24f);
+    if (vote(scaled && overflow)) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) scale[j] = 1.0f;
+      zero<S>(sum);
+      run(PassTag<Pass::Fast>{});
+    } else {
+      // Back to the problem's scale: one rounding, with IEEE gradual underflow.
+#pragma unroll
+      for (int i = 0; i < S::kMTiles; ++i)
+#pragma unroll
+        for (int j = 0; j < S::kNTiles; ++j)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) sum[i][j][c] *= unscale(scale[2 * i + c / 2]);
+    }
+  }
+}
+
 // D = alpha * A @ B + beta * C, or split-K partial sums, for GemmParams' problem: grid.x the
 // output tiles in tile_origin's raster order, grid.z = batch * k_splits. LA, LB: storage
 // orders; kVec4: A and B 16-byte aligned (pointer, leading dimension, batch stride).
@@ -529,39 +593,12 @@ __device__ __forceinline__ void tile_product(const GemmParams& p, int pid, int z
     mainloop<S, Pass::Fast, true>(ld_a, ld_b, smem, k_len, a_off, b_off, scale, sum);
   // Each vote is also the barrier a recomputation needs before its copies overwrite the
   // stages; both conditions are block-uniform, so every thread reaches the same votes.
-  if (__syncthreads_or(any_nan<S>(sum))) {
-    zero<S>(sum);
-    mainloop<S, Pass::Small, true>(ld_a, ld_b, smem, k_len, a_off, b_off, scale, sum);
-    __syncthreads();
-    mainloop<S, Pass::Big, true>(ld_a, ld_b, smem, k_len, a_off, b_off, scale, sum);
-  } else if (__syncthreads_or(any_tiny<S>(sum))) {
-    const bool scaled = rescale_rows<S>(sum, scale);
-    zero<S>(sum);
-    mainloop<S, Pass::Scaled, true>(ld_a, ld_b, smem, k_len, a_off, b_off, scale, sum);
-    // A scaled row whose results left the range around 2^-40 overflowed somewhere
-    // (Inf, NaN, or a truncating MMA's FLT_MAX): that block runs unscaled again.
-    bool overflow = false;
-#pragma unroll
-    for (int i = 0; i < S::kMTiles; ++i)
-#pragma unroll
-      for (int j = 0; j < S::kNTiles; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) overflow |= scale[2 * i + c / 2] != 1.0f && !(fabsf(sum[i][j][c]) < 0x1p24f);
-    if (__syncthreads_or(scaled && overflow)) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) scale[j] = 1.0f;
-      zero<S>(sum);
-      mainloop<S, Pass::Fast, true>(ld_a, ld_b, smem, k_len, a_off, b_off, scale, sum);
-    } else {
-      // Back to the problem's scale: one rounding, with IEEE gradual underflow.
-#pragma unroll
-      for (int i = 0; i < S::kMTiles; ++i)
-#pragma unroll
-        for (int j = 0; j < S::kNTiles; ++j)
-#pragma unroll
-          for (int c = 0; c < 4; ++c) sum[i][j][c] *= unscale(scale[2 * i + c / 2]);
-    }
-  }
+  recompute_where_needed<S>(
+      sum, scale,
+      [&](auto pass) {
+        mainloop<S, decltype(pass)::value, true>(ld_a, ld_b, smem, k_len, a_off, b_off, scale, sum);
+      },
+      [](bool b) { return __syncthreads_or(b) != 0; }, [] { __syncthreads(); });
 
   // Thread (g, t) holds rows warp_row(g, 2i + h) (h = c / 2) and columns 16 (t & 1) +
   // 8 (t >> 1) + 0..7 of the warp tile: MMA tile j's columns 2t, 2t + 1 are the 2j-th and
@@ -577,10 +614,7 @@ __device__ __forceinline__ void tile_product(const GemmParams& p, int pid, int z
         const int col = n0 + warp_n + col_t + 4 * q;
         const float v[4] = {sum[i][2 * q][2 * h], sum[i][2 * q][2 * h + 1], sum[i][2 * q + 1][2 * h],
                             sum[i][2 * q + 1][2 * h + 1]};
-        if (p.k_splits == 1)
-          store_output4(p, batch, row, col, v);
-        else
-          store_partial4(p, split_id, batch, row, col, v);
+        store_result4(p, split_id, batch, row, col, v);
       }
     }
 #else

@@ -56,7 +56,7 @@
 #include "../gemm_params.h"
 #include "block_tile.cuh"         // tile_origin: the same raster order as the mma.sync kernel
 #include "dependent_launch.cuh"   // allow_dependents
-#include "epilogue.cuh"           // store_output4
+#include "epilogue.cuh"           // store_result4
 #include "sgemm_3xtf32.cuh"       // round_tf32, kTinyResult
 
 // wgmma and setmaxnreg exist only in the arch-specific sm_90a target.
@@ -317,8 +317,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float y0 = __shfl_xor_sync(0xffffffffu, x0, 1), y1 = __shfl_xor_sync(0xffffffffu, x1, 1);
     const float v[4] = {select(odd, y0, sum[4 * c]), select(odd, y1, sum[4 * c + 1]), select(odd, sum[4 * c + 2], y0),
                         select(odd, sum[4 * c + 3], y1)};
-    if (p.k_splits == 1) store_output4(p, batch, row, n0 + 8 * c + col_base, v);
-    else store_partial4(p, split_id, batch, row, n0 + 8 * c + col_base, v);
+    store_result4(p, split_id, batch, row, n0 + 8 * c + col_base, v);
   }
 #else
   __trap();  // built without sm_90a: the host entry refuses before launching
