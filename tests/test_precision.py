@@ -555,6 +555,15 @@ def _classes(t):
     return torch.stack([torch.isnan(t), torch.isposinf(t), torch.isneginf(t), torch.isfinite(t)])
 
 
+def _assert_specials_as(ours, want):
+    """NaN, +Inf, -Inf and finite exactly where torch.mm has them; the finite ones close."""
+    assert torch.equal(_classes(ours), _classes(want)), (
+        f"{int((_classes(ours) != _classes(want)).any(0).sum())} elements differ in class from torch.mm")
+    finite = torch.isfinite(want)
+    fro = (torch.linalg.norm((ours - want)[finite].double()) / torch.linalg.norm(want[finite].double())).item()
+    assert fro < 1e-5, fro
+
+
 @gpu
 @pytest.mark.parametrize("m,n,k", [(70, 90, 150), pytest.param(300, 260, 1031, marks=pytest.mark.xfail(
     strict=True, reason="measured on the H200 (83beec4): one element's class differs from torch.mm's "
@@ -572,11 +581,7 @@ def test_nan_and_inf_as_torch_mm(m, n, k, rng):
         poison_allocator((m, n))
         ours = ops.sgemm(a, b, None, 1.0, 0.0, "auto", "3xtf32")
         want = _cublas(a, b)
-        assert torch.equal(_classes(ours), _classes(want)), (
-            f"{int((_classes(ours) != _classes(want)).any(0).sum())} elements differ in class from torch.mm")
-        finite = torch.isfinite(want)
-        fro = (torch.linalg.norm((ours - want)[finite].double()) / torch.linalg.norm(want[finite].double())).item()
-        assert fro < 1e-5, fro
+        _assert_specials_as(ours, want)
 
 
 @gpu
@@ -597,6 +602,99 @@ def test_subnormals(rng):
         # Measured on the H200 (83beec4): 2 of 12288 subnormal results came out 0 where
         # cuBLAS keeps them (results ~2^-136, below the scaled recomputation's reach).
         pytest.xfail(f"{flushed} subnormal results flushed to zero where cuBLAS keeps them (issue 24)")
+
+
+# ---- on the GPU: the narrow-side kernel (few rows of A or few columns of B) -------------------
+
+NARROW_SIDE = {"tf32x3_few_rows_mma": "rows", "tf32x3_few_cols_mma": "cols"}
+# (narrow side, wide side, K): narrow sides for each of its instances (8, 16, 32 rows of the
+# narrow operand a block), wide sides with a partial tile of 32, K ragged against the warp's
+# chunk (32) and the block's (128), from a single chunk to a split K. (A narrow side of 1 is
+# the decode case below; one column of B is never 16-byte aligned as the rows need.)
+NARROW_SHAPES = [(2, 300, 1000), (8, 64, 132), (13, 97, 260), (32, 257, 2052), (5, 1000, 8), (20, 70, 4100)]
+
+
+def _narrow_operands(rng, kind, narrow, wide, k, batch=None, device="cuda"):
+    """Row-major A and column-major B, 16-byte aligned, with the narrow side on A's rows
+    (kind "rows") or B's columns ("cols")."""
+    m, n = (narrow, wide) if kind == "rows" else (wide, narrow)
+    return (make_operand(rng, m, k, "r", batch=batch, device=device),
+            make_operand(rng, k, n, "c", batch=batch, device=device))
+
+
+@requires_kernels
+def test_narrow_side_rows_refuse_what_they_cannot_read(rng):
+    # The rows read K-contiguous operands 16 bytes at a time and a narrow side of at most
+    # 32: anything else is refused by name (the strict op raises, the wrapper falls back),
+    # and auto never plans them there. Checked on CPU tensors: the rule is the shapes'.
+    violation = torch_vecgemm._C._kernel_violation
+    for variant, kind in NARROW_SIDE.items():
+        A, B = _narrow_operands(rng, kind, 4, 64, 128, device="cpu")
+        assert violation(A, B, None, variant, "3xtf32") is None
+        assert "row-major A and column-major B" in violation(A, B.contiguous(), None, variant, "3xtf32")
+        assert "row-major A and column-major B" in violation(A.t().contiguous().t(), B, None, variant, "3xtf32")
+        misaligned = make_operand(rng, *A.shape, "r", device="cpu", offset=1)
+        assert "16-byte aligned" in violation(misaligned, B, None, variant, "3xtf32")
+        A, B = _narrow_operands(rng, kind, 33, 64, 128, device="cpu")
+        assert "at most 32" in violation(A, B, None, variant, "3xtf32")
+
+
+@gpu
+@pytest.mark.parametrize("variant", sorted(NARROW_SIDE))
+def test_narrow_side_kernel(variant, rng):
+    kind = NARROW_SIDE[variant]
+    for narrow, wide, k in NARROW_SHAPES:
+        A, B = _narrow_operands(rng, kind, narrow, wide, k)
+        C = randn(rng, A.shape[0], B.shape[1])
+        assert torch_vecgemm.fallback_reason(A, B, C, variant=variant) is None, (narrow, wide, k)
+        poison_allocator(C.shape)
+        out = ops.sgemm(A, B, C, 0.75, -0.5, variant, "3xtf32")
+        assert_gemm_close(out, A, B, C, 0.75, -0.5)
+    # Split K (a deep K over a few blocks), batched with a broadcast B and a bias.
+    A, B = _narrow_operands(rng, kind, 20, 70, 4100)
+    assert torch_vecgemm.plan(A, B, variant=variant).split_k > 1
+    batched, _ = _narrow_operands(rng, kind, 20, 70, 4100, batch=3)
+    bias = randn(rng, B.shape[1])
+    poison_allocator((3, A.shape[0], B.shape[1]))
+    out = ops.sgemm(batched, B.expand(3, *B.shape), bias, -1.25, 1.0, variant, "3xtf32")
+    assert_gemm_close(out, batched, B.expand(3, *B.shape), bias, -1.25, 1.0)
+
+
+@gpu
+def test_auto_takes_the_narrow_side_kernel_for_decode(rng):
+    # x @ W.T with a few tokens: the wide operand read once instead of 64-row tiles of padding.
+    for m, n, k, kernel in [(1, 4096, 4096, "tf32x3_few_rows_mma"), (16, 4096, 1024, "tf32x3_few_rows_mma"),
+                            (4096, 8, 2048, "tf32x3_few_cols_mma")]:
+        A, B = _narrow_operands(rng, "rows" if kernel.endswith("rows_mma") else "cols", min(m, n), max(m, n), k)
+        plan = torch_vecgemm.plan(A, B, precision="3xtf32")
+        assert plan.kernel == kernel, plan
+        # cuBLAS sums these in short chains: 1.3-1.4e-7 at 1 x 4096 x 4096 (measured on the
+        # H200), about the split's own representation error, under the kernels' ~2.5e-7
+        # floor; so the representation bound, as for the short-K cases above.
+        _check_against_cublas(A, B, contract=False)
+
+
+@gpu
+@pytest.mark.parametrize("variant", sorted(NARROW_SIDE))
+def test_narrow_side_nan_inf_and_tiny_results(variant, rng):
+    kind = NARROW_SIDE[variant]
+    A, B = _narrow_operands(rng, kind, 12, 150, 520)
+    P, Q = (B.t(), A) if kind == "rows" else (A, B.t())  # the wide operand's rows, the narrow one's
+    big = torch.finfo(torch.float32).max
+    P[3, 5], P[7, :4], Q[9, 2], Q[:3, 11] = float("inf"), -float("inf"), float("nan"), float("inf")
+    P[20, 30], Q[1, 30], P[5, 6] = big, big, 0.0
+    poison_allocator((A.shape[0], B.shape[1]))
+    ours = ops.sgemm(A, B, None, 1.0, 0.0, variant, "3xtf32")
+    want = _cublas(A, B)
+    _assert_specials_as(ours, want)
+    # Results near and below FLT_MIN: the scaled recomputation, against float64 as cuBLAS.
+    A, B = _narrow_operands(rng, kind, 12, 150, 520)
+    A, B = A * 2.0**-70, B * 2.0**-60
+    poison_allocator((A.shape[0], B.shape[1]))
+    out = ops.sgemm(A, B, None, 1.0, 0.0, variant, "3xtf32")
+    fro, worst = _errors(out, A, B)
+    fro_ref, worst_ref = _errors(_cublas(A, B), A, B)
+    assert fro <= 3 * fro_ref + 3e-7 and worst <= 3 * worst_ref + 16 * U32, (fro, fro_ref, worst, worst_ref)
 
 
 # ---- on the GPU: gradients (float32 against float64: test_op_contract.py, over precisions) -----

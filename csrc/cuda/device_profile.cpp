@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <string_view>
 
 namespace vecgemm {
 namespace {
@@ -39,6 +38,29 @@ constexpr KernelFigure kH200Kernels[] = {
     {"async_32x32x16_t44_s4", {45, 45, 45, 45}},
 };
 
+// One 3xTF32 row's figures, by its variant name: one K tile (the row's bk) of one block with
+// every SM running as many of its blocks as fit (the rate of a full wave, split pass aside),
+// and a block's fixed cost (pipeline fill, votes, epilogue) in its K tiles.
+struct Tf32x3Figure {
+  const char* row;
+  double k_tile_ns, block_overhead_tiles;
+};
+
+// The H200 at 4096^3 rr (docs/performance.md, steps 31-32): the wgmma row from the kernel
+// time without the split pass over 8 waves of 128 K tiles; the mma.sync ones from 1.1x
+// cuBLAS fp32 (56 TFLOP/s), 8 waves of 2 (128 x 64) or 1 (128 x 128) blocks a SM; 64 x 128
+// given 128 x 64's (the same warps, MMAs and loads a block K tile; step 33). Their fixed
+// cost is not measured: the 3-stage fill (a round trip to L2 or memory per stage,
+// overlapped) and the 64 KB store of a 128 x 128 tile, about two K tiles' time. The
+// narrow-side rows read 16 KB of the wide operand a block K tile (32 rows x 128 K), 64 KB an
+// SM at 4 blocks, at 3.5 TB/s over 132 SMs; their fixed cost is a memory round trip before
+// the first MMA and a 4-warp sum in shared memory.
+constexpr Tf32x3Figure kH200Tf32x3[] = {
+    {"tf32x3_128x128_wgmma", 1150.0, 2.0}, {"tf32x3_128x64_mma", 2400.0, 2.0},
+    {"tf32x3_64x128_mma", 2400.0, 2.0},    {"tf32x3_128x128_mma", 4800.0, 2.0},
+    {"tf32x3_few_rows_mma", 2400.0, 0.5},  {"tf32x3_few_cols_mma", 2400.0, 0.5},
+};
+
 DeviceProfile make_profile(const char* name, const KernelFigure* figures, int count, const int (&order_percent)[4]) {
   DeviceProfile p{};
   p.name = name;
@@ -63,19 +85,14 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
   // t816's lone blocks (2 a SM) kept it at 0.52: a partial wave took 516 us against a full
   // one's 536 at 3072^3.
   p.one_warp_throughput = 0.52;
-  // 3xTF32 at 4096^3 rr (docs/performance.md, steps 31-32): the wgmma rows from the kernel
-  // time without the split pass over 8 waves of 128 K tiles; the mma.sync ones from 1.1x
-  // cuBLAS fp32 (56 TFLOP/s), 8 waves of 2 (128 x 64) or 1 (128 x 128) blocks a SM; 64 x 128
-  // given 128 x 64's (the same warps, MMAs and loads a block K tile; step 33).
-  for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    const std::string_view name = kTf32x3Rows[r].name;
-    p.tf32x3_k_tile_ns[r] = name == "tf32x3_128x128_wgmma"                                ? 1150.0
-                            : name == "tf32x3_128x64_mma" || name == "tf32x3_64x128_mma" ? 2400.0
-                                                                                          : 4800.0;
+  for (const Tf32x3Figure& f : kH200Tf32x3) {
+    const auto row = tf32x3_row_of(f.row);
+    TORCH_INTERNAL_ASSERT(row.has_value(), "device profile ", name, " names no 3xTF32 row '", f.row, "'");
+    p.tf32x3_k_tile_ns[*row] = f.k_tile_ns;
+    p.tf32x3_block_overhead_tiles[*row] = f.block_overhead_tiles;
   }
-  // Not measured: the 3-stage fill (a round trip to L2 or memory per stage, overlapped) and
-  // the 64 KB store of a 128 x 128 tile, about two K tiles' time.
-  p.tf32x3_block_overhead_tiles = 2.0;
+  for (int r = 0; r < kNumTf32x3Rows; ++r)
+    TORCH_INTERNAL_ASSERT(p.tf32x3_k_tile_ns[r] > 0.0, "device profile ", name, " has no figure for ", kTf32x3Rows[r].name);
   std::copy(order_percent, order_percent + kNumOrders, p.order_percent);
   for (int c = 0; c < kNumKernelConfigs; ++c) std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
   for (int i = 0; i < count; ++i) {

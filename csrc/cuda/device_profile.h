@@ -36,11 +36,11 @@ struct DeviceProfile {
   // Each kernel's throughput against the best kernel for the same storage orders when the
   // grid fills the GPU, in percent (rr, rc, cr, cc), by kKernelConfigs row.
   int kernel_percent[kNumKernelConfigs][kNumOrders];
-  // 3xTF32: one K tile of one block of each kTf32x3Rows row, in ns, with every SM running
-  // as many of its blocks as fit (the rate of a full wave, split pass aside).
+  // 3xTF32, by kTf32x3Rows row: one K tile of one block, in ns, with every SM running as
+  // many of its blocks as fit (the rate of a full wave, split pass aside), and a block's
+  // fixed cost (pipeline fill, votes, epilogue) in its K tiles.
   double tf32x3_k_tile_ns[kNumTf32x3Rows];
-  // 3xTF32: a block's fixed cost (pipeline fill, flag vote, epilogue), in its K tiles.
-  double tf32x3_block_overhead_tiles;
+  double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
 };
 
 // The profile of the given CUDA device: measured where there is one for its kind, else the

@@ -103,6 +103,11 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
     if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
     return std::string("the gemv kernel takes M = 1 with a column-major B, or N = 1 with a row-major A");
   }
+  if (const auto* fixed = std::get_if<FixedTf32x3>(&*variant)) {
+    const Tf32x3Row& row = kTf32x3Rows[fixed->row];
+    if (row.refuses)
+      if (auto r = row.refuses(key_as_given(problem_of(A, B, false)))) return r;
+  }
   if (const auto* fixed = std::get_if<FixedConfig>(&*variant)) {
     if (A.is_cuda() && !runs_on(fixed->config, A.get_device()))
       return "variant " + name + " uses cp.async, which needs sm_80 or newer";

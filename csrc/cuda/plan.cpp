@@ -49,12 +49,6 @@ bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
   return aligned16(t.data_ptr()) && s.ld % 4 == 0 && batch_stride % 4 == 0;
 }
 
-ProblemKey key_as_given(const Problem& p) {
-  const GemmShape& s = p.shape;
-  return ProblemKey{int(s.batch), int(s.m), int(s.n), int(s.k), p.a.layout, p.b.layout, p.a_vec4 && p.b_vec4,
-                    p.d_vec4, p.device};
-}
-
 // The copies the cost model says pay, into `plan` (copy_a, copy_b, key); none for small
 // problems.
 void plan_copies(const Problem& p, Plan& plan) {
@@ -125,7 +119,7 @@ double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
   const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
   const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
   const double waves = double(ceil_div(tiles * splits, slots));
-  double ns = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles) * profile.tf32x3_k_tile_ns[row];
+  double ns = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]) * profile.tf32x3_k_tile_ns[row];
   if (splits > 1)
     ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
   if (r.scratch_bytes != nullptr)
@@ -149,12 +143,12 @@ Tf32x3Choice tf32x3_best_split(const ProblemKey& key, int row) {
   return best;
 }
 
-// The row and split predicted fastest among the rows that run on the device (earlier rows
-// on a tie); none where no row runs.
+// The row and split predicted fastest among the rows that run on the device and take the
+// problem (earlier rows on a tie); none where no row runs.
 std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
   std::optional<Tf32x3Choice> best;
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    if (tf32x3_violation(r, key.device)) continue;
+    if (tf32x3_violation(r, key.device) || (kTf32x3Rows[r].refuses && kTf32x3Rows[r].refuses(key))) continue;
     const Tf32x3Choice c = tf32x3_best_split(key, r);
     if (!best || c.ns < best->ns) best = c;
   }
@@ -245,6 +239,12 @@ std::vector<std::string> variant_names() {
   for (int c = 0; c < kNumKernelConfigs; ++c) names.push_back(kernel_config_name(c));
   for (const Tf32x3Row& row : kTf32x3Rows) names.push_back(row.name);
   return names;
+}
+
+ProblemKey key_as_given(const Problem& p) {
+  const GemmShape& s = p.shape;
+  return ProblemKey{int(s.batch), int(s.m), int(s.n), int(s.k), p.a.layout, p.b.layout, p.a_vec4 && p.b_vec4,
+                    p.d_vec4, p.device};
 }
 
 Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4) {

@@ -52,6 +52,8 @@ struct Problem {
 };
 // The caller has checked the rules (storage_of is defined for A and B).
 Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4);
+// The problem as the kernels read it with no operand copies.
+ProblemKey key_as_given(const Problem& p);
 
 // A copy of an operand made before the kernel: into storage of `order`, every row 16-byte
 // aligned, K zero-filled up to Plan::k.

@@ -45,6 +45,33 @@ Reason find_violation(int row, int device) {
 
 }  // namespace
 
+namespace tf32x3_skinny_row {
+namespace {
+// The storage the kernel reads its fragments in: K-contiguous, 16 bytes at a time.
+Reason refuses_storage(const char* row, const ProblemKey& key) {
+  if (key.la == Layout::RowMajor && key.lb == Layout::ColMajor && key.vec4) return std::nullopt;
+  return std::string(row) + " takes row-major A and column-major B, both 16-byte aligned (pointer, leading "
+         "dimension and batch stride multiples of 4 floats)";
+}
+}  // namespace
+
+Reason refuses_few_rows(const ProblemKey& key) {
+  if (auto r = refuses_storage("tf32x3_few_rows_mma", key)) return r;
+  if (key.m > kSkinnyMaxNarrow)
+    return "tf32x3_few_rows_mma takes at most " + std::to_string(kSkinnyMaxNarrow) + " rows of A (M is " +
+           std::to_string(key.m) + ")";
+  return std::nullopt;
+}
+
+Reason refuses_few_columns(const ProblemKey& key) {
+  if (auto r = refuses_storage("tf32x3_few_cols_mma", key)) return r;
+  if (key.n > kSkinnyMaxNarrow)
+    return "tf32x3_few_cols_mma takes at most " + std::to_string(kSkinnyMaxNarrow) + " columns of B (N is " +
+           std::to_string(key.n) + ")";
+  return std::nullopt;
+}
+}  // namespace tf32x3_skinny_row
+
 std::optional<int> tf32x3_row_of(const std::string& name) {
   for (int r = 0; r < kNumTf32x3Rows; ++r)
     if (name == kTf32x3Rows[r].name) return r;

@@ -1,9 +1,9 @@
 // The 3xTF32 kernels (precision "3xtf32"), as data: one row per kernel the planner may
 // run. Of the rows that run on the device (tf32x3_violation: its instruction's compute
-// capabilities, its shared memory, a kernel image in this build), the planner takes the
-// one it predicts fastest at its best K split (plan.cpp, with the device profile's K-tile
-// time of each row), an earlier row on a tie, so older GPUs skip a kernel they cannot
-// run. Each implementation keeps its own host interface (sgemm_3xtf32.h: a
+// capabilities, its shared memory, a kernel image in this build) and take the problem
+// (the row's `refuses`), the planner takes the one it predicts fastest at its best K split
+// (plan.cpp, with the device profile's K-tile time of each row), an earlier row on a tie,
+// so older GPUs skip a kernel they cannot run. Each implementation keeps its own host interface (sgemm_3xtf32.h: a
 // config index and launch / entry / info functions); a row names those functions, so a
 // second implementation (a Hopper wgmma form, sm_90a only) is a row with its own
 // functions and capability range, with no change to the planner, the ops or the API.
@@ -12,12 +12,14 @@
 #include <string>
 
 #include "../problem.h"
+#include "cost_model.h"
 #include "sgemm_3xtf32.h"
 
 namespace vecgemm {
 
 struct Tf32x3Row {
-  // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma").
+  // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma"), or
+  // tf32x3_few_<rows|cols>_<instruction> for the narrow-side kernel.
   const char* name;
   // The compute capabilities it runs on, 10 * major + minor: mma.sync's TF32 needs 80; code
   // for an arch-specific target (sm_90a's wgmma) runs on that one only, so max 90.
@@ -35,6 +37,9 @@ struct Tf32x3Row {
   // Whether the current device can run the kernel beyond what the capability range says
   // (the wgmma form: sm_90a code in this build), or none.
   bool (*available)();
+  // Why the kernel does not take a problem (storage orders, alignment, extents), or none
+  // where it takes every problem.
+  Reason (*refuses)(const ProblemKey& key);
 };
 
 namespace tf32x3_mma_row {
@@ -51,6 +56,14 @@ inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, void* s
 }
 }  // namespace tf32x3_wgmma_row
 
+namespace tf32x3_skinny_row {
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void*, cudaStream_t stream) {
+  launch_sgemm_3xtf32_skinny(config, p, la, lb, vec4, stream);
+}
+Reason refuses_few_rows(const ProblemKey& key);
+Reason refuses_few_columns(const ProblemKey& key);
+}  // namespace tf32x3_skinny_row
+
 // The wgmma form where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync form's
 // 1.1x on the H200 (docs/performance.md, step 31), but it pays a split pass over both
 // operands, which small-M problems do not earn back (step 32). 128 x 64: two blocks of 4
@@ -58,16 +71,24 @@ inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, void* s
 // earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
 // (99 KB) do not have. 64 x 128 after 128 x 64 (the same work and loads a block K tile:
-// they tie on large problems), for M <= 64, where it computes half the padding.
+// they tie on large problems), for M <= 64, where it computes half the padding. The
+// narrow-side kernel last: only for row-major A and column-major B, 16-byte aligned, with
+// M (few rows) or N (few columns) at most kSkinnyMaxNarrow, where it reads the wide
+// operand once at memory's pace instead of computing 64- or 128-row tiles of padding.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
-     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available},
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available, nullptr},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr},
+     nullptr, nullptr, nullptr},
     {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr},
+     nullptr, nullptr, nullptr},
     {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr},
+     nullptr, nullptr, nullptr},
+    {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, &tf32x3_skinny_row::refuses_few_rows},
+    {"tf32x3_few_cols_mma", 80, 0, kSkinnyBlockK, kSkinnyFewColumns, &tf32x3_skinny_config_info,
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr,
+     &tf32x3_skinny_row::refuses_few_columns},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);
 
