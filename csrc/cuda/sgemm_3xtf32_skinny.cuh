@@ -57,7 +57,7 @@ struct SkinnyShape {
   static constexpr int kBK = kChunk * kWarps;    // K the block takes at a time
   static_assert(kBK == kSkinnyBlockK, "the planner splits K in slices of kSkinnyBlockK");
   // Registers: 8 rows of Q fit 128 a thread (4 blocks an SM), 16 fit 168 (3), 32 take 255 (2).
-  static constexpr int kMinBlocks = kQTiles == 1 ? 3 : kQTiles == 2 ? 3 : 2;
+  static constexpr int kMinBlocks = kQTiles == 1 ? 4 : kQTiles == 2 ? 3 : 2;
   static_assert(kQTiles == 1 || kQTiles == 2 || kQTiles == 4, "8, 16 or 32 rows of Q");
 };
 
@@ -179,26 +179,8 @@ template <class S, Pass P>
 __device__ __forceinline__ void warp_product(const Rows<S>& rows, int k_len, int warp, int t,
                                              const float (&row_scale)[8], float (&sum)[S::kMTiles][S::kNTiles][4]) {
   const int chunks = (k_len + S::kChunk - 1) / S::kChunk;
-  constexpr int W = S::kWarps;
   int chunk = warp;
   if (chunk >= chunks) return;
-  if constexpr (S::kQTiles == 1 && P == Pass::Fast) {
-    // Experiment: two chunks in flight a warp while one is multiplied.
-    Chunk<S> c0, c1;
-    load_chunk<S>(rows, chunk * S::kChunk, k_len, t, c0);
-    if (chunk + W < chunks) load_chunk<S>(rows, (chunk + W) * S::kChunk, k_len, t, c1);
-    for (; chunk < chunks; chunk += 2 * W) {
-      Chunk<S> n0, n1;
-      if (chunk + 2 * W < chunks) load_chunk<S>(rows, (chunk + 2 * W) * S::kChunk, k_len, t, n0);
-      chunk_product<S, P>(c0, row_scale, sum);
-      if (chunk + W >= chunks) break;
-      if (chunk + 3 * W < chunks) load_chunk<S>(rows, (chunk + 3 * W) * S::kChunk, k_len, t, n1);
-      chunk_product<S, P>(c1, row_scale, sum);
-      c0 = n0;
-      c1 = n1;
-    }
-    return;
-  }
   Chunk<S> current;
   load_chunk<S>(rows, chunk * S::kChunk, k_len, t, current);
   for (; chunk < chunks; chunk += S::kWarps) {
