@@ -449,6 +449,56 @@ def test_in_place(c_order, rng):
     assert_gemm_close(D, A, B, C, 0.5, 2.0)
 
 
+WGMMA = "tf32x3_128x128_wgmma"
+
+
+def _operand_like(x, layout, lead):
+    """An uninitialised operand of x's shape in the given storage order (lead: batch or
+    None) at an odd offset, so that no row is 16-byte aligned."""
+    rows, cols = x.shape[-2:]
+    ld = cols if layout == "r" else rows
+    head = () if lead is None else (lead,)
+    base = torch.empty(*head, rows * ld + 1, device=x.device)
+    view = base[..., 1:].reshape(*head, *((rows, ld) if layout == "r" else (cols, ld)))
+    return view if layout == "r" else view.transpose(-1, -2)
+
+
+@gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("batch", [None, "batched", "broadcast B"])
+def test_wgmma_splits_aligned_operands_as_the_split_pass_does(layout, batch, rng):
+    """A K-contiguous, 16-byte aligned operand (A row-major, B column-major) skips the wgmma
+    form's split pass: TMA loads its fp32 tiles and the kernel splits them in shared memory
+    into the parts the pass would have written, at the same addresses. So the result is bit
+    for bit the split pass's on the same values stored unaligned, special values included
+    (the tiles they flag are recomputed from the fp32 operands either way)."""
+    m, n, k = 300, 260, 200  # edge tiles on M, N and K; K < 2 x 256: one K slice on both paths
+    lead = None if batch is None else 3
+    A = make_operand(rng, m, k, layout[0], batch=lead)
+    B = make_operand(rng, k, n, layout[1], batch=None if batch != "batched" else lead)
+    for x, i, j, value in ((A, 3, 5, float("inf")), (A, 7, 11, -float("inf")), (B, 9, 2, float("nan"))):
+        x[..., i, j] = value
+    B_unaligned = _operand_like(B, layout[1], None if batch != "batched" else lead)
+    B_unaligned.copy_(B)
+    A_unaligned = _operand_like(A, layout[0], lead)
+    A_unaligned.copy_(A)
+    if batch == "broadcast B":
+        B, B_unaligned = B.expand(lead, k, n), B_unaligned.expand(lead, k, n)
+    C = randn(rng, n)
+    if torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA) is not None:
+        pytest.skip(f"{WGMMA} does not run here: {torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA)}")
+    split = [name for name, own in (("A", layout[0] == "c"), ("B", layout[1] == "r")) if own]
+    assert torch_vecgemm.selected_kernel(A, B, variant=WGMMA) == WGMMA + (
+        ", split pass of " + " ".join(split) if split else "")
+    assert torch_vecgemm.selected_kernel(A_unaligned, B_unaligned, variant=WGMMA) == WGMMA + ", split pass of A B"
+    poison_allocator((*A.shape[:-1], n))
+    ours = ops.sgemm(A, B, C, 0.75, -0.5, WGMMA, "3xtf32")
+    poison_allocator((*A.shape[:-1], n))
+    passes = ops.sgemm(A_unaligned, B_unaligned, C, 0.75, -0.5, WGMMA, "3xtf32")
+    torch.testing.assert_close(ours, passes, rtol=0.0, atol=0.0, equal_nan=True)
+    _assert_specials_as(ours, 0.75 * _cublas(A, B) - 0.5 * C)
+
+
 # ---- on the GPU: accuracy against cuBLAS ----------------------------------------------------------
 
 

@@ -123,7 +123,7 @@ void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
     // work up to here is done, so it can be released as soon as the launches are queued.
     at::Tensor scratch;
     if (row.scratch_bytes != nullptr)
-      scratch = at::empty({int64_t(row.scratch_bytes(q))}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
+      scratch = at::empty({int64_t(row.scratch_bytes(q, key.la, key.lb))}, at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
     row.launch(row.config, q, key.la, key.lb, key.vec4, scratch.defined() ? scratch.data_ptr() : nullptr, stream);
   }, stream);
 }

@@ -105,8 +105,8 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
 // the kernel and read back by the reduction (8 bytes an output element a slice). The
 // split with the least predicted time wins, fewer splits on a tie, in slices of at least
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
-// kTf32x3MaxSplits of them. A row with scratch (the wgmma form) also pays its split pass:
-// two launches that read 4 and write 8 bytes an operand element.
+// kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: a
+// launch for each operand it splits, which reads 4 and writes 8 bytes an element.
 constexpr int kTf32x3MinSlice = 256;
 constexpr int kTf32x3MaxSplits = 32;
 constexpr double kTf32x3SplitPassBytes = 12.0;
@@ -122,9 +122,12 @@ double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
   double ns = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]) * profile.tf32x3_k_tile_ns[row];
   if (splits > 1)
     ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
-  if (r.scratch_bytes != nullptr)
-    ns += 2.0 * profile.launch_ns +
-          kTf32x3SplitPassBytes * double(key.batch) * (key.m + key.n) * key.k / profile.bytes_per_ns;
+  if (r.split_pass != nullptr) {
+    const SplitOperands split = r.split_pass(key);
+    const double rows = (split.a ? key.m : 0) + (split.b ? key.n : 0);
+    ns += (int(split.a) + int(split.b)) * profile.launch_ns +
+          kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
+  }
   return ns;
 }
 
@@ -325,8 +328,13 @@ std::string describe(const Plan& plan) {
     case Family::Gemv:
       return kGemv;
     case Family::Tf32x3: {
-      std::string text = kTf32x3Rows[plan.tiling.config].name;
-      return plan.tiling.splits > 1 ? text + " split-k " + std::to_string(plan.tiling.splits) : text;
+      const Tf32x3Row& row = kTf32x3Rows[plan.tiling.config];
+      std::string text = row.name;
+      if (plan.tiling.splits > 1) text += " split-k " + std::to_string(plan.tiling.splits);
+      // ", split pass of A B": the operands split into TF32 parts before the kernel.
+      const SplitOperands split = row.split_pass ? row.split_pass(plan.key) : SplitOperands{false, false};
+      if (split.a || split.b) text += std::string(", split pass of") + (split.a ? " A" : "") + (split.b ? " B" : "");
+      return text;
     }
     case Family::Tiled:
     case Family::Async:

@@ -32,23 +32,39 @@ int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 int64_t tiles_of(const GemmParams& p) { return int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + w::BN - 1) / w::BN); }
 
+// Whether TMA can read an operand's fp32 values as they are, so that the kernel splits
+// them and the split pass skips it: K-contiguous (wgmma's K-major tiles), a 16-byte aligned
+// pointer and strides (TMA's rule), rows of at least K (a row's box never reads the next
+// row's values) and planes that do not overlap (the stride order TMA describes). rows: M
+// for A, N for B; planes > 1 only where the operand is not broadcast and the batch is.
+bool read_as_fp32(const Operand& x, bool k_contiguous, int rows, int k, int planes) {
+  constexpr int64_t kMaxStride = int64_t(1) << 37;  // floats: TMA's strides are below 2^40 bytes
+  if (!k_contiguous || k <= 0 || reinterpret_cast<uintptr_t>(x.ptr) % 16 != 0 || x.ld % 4 != 0 || x.ld < k ||
+      x.ld >= kMaxStride)
+    return false;
+  return planes == 1 || (x.batch_stride % 4 == 0 && x.batch_stride >= x.ld * rows && x.batch_stride < kMaxStride);
+}
+
 struct Scratch {
   int64_t flag_bytes, a_bytes, b_bytes;
   int a_planes, b_planes, chunk;
+  bool fp32_a, fp32_b;  // read as fp32 and split in the kernel: no workspace parts
 };
 
 // A split call's partials are indexed by the whole batch (the caller chunks it), so it runs
 // as one chunk; an unsplit one in chunks of grid.z's limit.
-Scratch layout(const GemmParams& p) {
+Scratch layout(const GemmParams& p, Layout la, Layout lb) {
   Scratch w{};
   const int splits = std::max(1, p.k_splits);
   w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxZ);
   w.a_planes = p.a.batch_stride == 0 ? 1 : w.chunk;
   w.b_planes = p.b.batch_stride == 0 ? 1 : w.chunk;
+  w.fp32_a = read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
+  w.fp32_b = read_as_fp32(p.b, lb == Layout::ColMajor, p.n, p.k, w.b_planes);
   const int64_t kp = w::padded_k(std::max(p.k, 1));
   w.flag_bytes = align256(tiles_of(p) * w.chunk * splits * 4);
-  w.a_bytes = align256(int64_t(w.a_planes) * 2 * p.m * kp * 4);
-  w.b_bytes = align256(int64_t(w.b_planes) * 2 * p.n * kp * 4);
+  w.a_bytes = w.fp32_a ? 0 : align256(int64_t(w.a_planes) * 2 * p.m * kp * 4);
+  w.b_bytes = w.fp32_b ? 0 : align256(int64_t(w.b_planes) * 2 * p.n * kp * 4);
   return w;
 }
 
@@ -66,21 +82,34 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return f;
 }
 
-// The parts of one operand, {K, rows, 2 planes} with row stride kp floats, in boxes of
-// {32, box_rows, 2} (big and small together), 128-byte swizzled for wgmma. Coordinates past
-// K or rows read as zero: no padding is written or needed.
-CUtensorMap tensor_map(float* parts, int rows, int k, int planes, int box_rows) {
-  const cuuint64_t kp = w::padded_k(std::max(k, 1));
-  const cuuint64_t dims[3] = {cuuint64_t(std::max(k, 1)), cuuint64_t(rows), cuuint64_t(2) * planes};
-  const cuuint64_t strides[2] = {kp * 4, kp * 4 * rows};
-  const cuuint32_t box[3] = {cuuint32_t(w::kBK), cuuint32_t(box_rows), 2};
+// A {K, rows, planes} tensor with the given row and plane strides (floats), in boxes of
+// {32, box_rows, box_planes}, 128-byte swizzled for wgmma. Coordinates past K or rows read
+// as zero: no padding is written or needed.
+CUtensorMap tensor_map(const float* base, int rows, int k, int64_t planes, int64_t row_stride, int64_t plane_stride,
+                       int box_rows, int box_planes) {
+  const cuuint64_t dims[3] = {cuuint64_t(std::max(k, 1)), cuuint64_t(rows), cuuint64_t(planes)};
+  const cuuint64_t strides[2] = {cuuint64_t(row_stride) * 4, cuuint64_t(plane_stride) * 4};
+  const cuuint32_t box[3] = {cuuint32_t(w::kBK), cuuint32_t(box_rows), cuuint32_t(box_planes)};
   const cuuint32_t steps[3] = {1, 1, 1};
   CUtensorMap map;
-  const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, parts, dims, strides, box, steps,
-                               CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+  const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box,
+                               steps, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS) fail_wgmma("cuTensorMapEncodeTiled failed (" + std::to_string(int(r)) + ")");
   return map;
+}
+
+// The parts of one operand in the workspace: {K, rows, 2 planes}, row stride kp floats,
+// boxes of both parts.
+CUtensorMap parts_map(const float* parts, int rows, int k, int planes, int box_rows) {
+  const int64_t kp = w::padded_k(std::max(k, 1));
+  return tensor_map(parts, rows, k, 2 * int64_t(planes), kp, kp * rows, box_rows, 2);
+}
+
+// An operand read as fp32 (read_as_fp32): its own strides, boxes of one plane. The plane
+// stride of a single plane is never used; it is given as a whole matrix's, which TMA takes.
+CUtensorMap fp32_map(const Operand& x, int rows, int k, int planes, int box_rows) {
+  return tensor_map(x.ptr, rows, k, planes, x.ld, planes == 1 ? x.ld * rows : x.batch_stride, box_rows, 1);
 }
 
 // Operand X as rows x K: A (M x K) is K-contiguous when row-major, B (K x N) when column-major.
@@ -102,9 +131,9 @@ int current_device_wgmma() {
 
 }  // namespace
 
-size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p) {
+size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p, Layout la, Layout lb) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return 0;
-  const Scratch w = layout(p);
+  const Scratch w = layout(p, la, lb);
   return size_t(w.flag_bytes + w.a_bytes + w.b_bytes);
 }
 
@@ -137,7 +166,17 @@ bool sgemm_3xtf32_wgmma_available() {
   return state == 2;
 }
 
-const void* tf32x3_wgmma_kernel_entry() { return reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma); }
+namespace {
+const void* kernel_for(bool fp32_a, bool fp32_b) {
+  if (fp32_a) return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<true, true>)
+                            : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<true, false>);
+  return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<false, true>)
+                : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<false, false>);
+}
+}  // namespace
+
+// The instances share their block size and shared memory: one stands for all.
+const void* tf32x3_wgmma_kernel_entry() { return kernel_for(false, false); }
 
 Tf32x3ConfigInfo tf32x3_wgmma_config_info() { return {w::BM, w::BN, w::kThreads, w::kSmemBytes}; }
 
@@ -157,11 +196,11 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, void* scratc
     if (p.k_slice % w::kBK != 0) fail_wgmma("split-K slices must be whole K tiles of 32");
     if (int64_t(p.batch) * splits > kMaxZ) fail_wgmma("batch * k_splits past grid.z's 65535");
   }
-  const void* fn = tf32x3_wgmma_kernel_entry();
+  const Scratch ws = layout(p, la, lb);
+  const void* fn = kernel_for(ws.fp32_a, ws.fp32_b);
   const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, w::kSmemBytes);
   if (e != cudaSuccess) fail_wgmma(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e));
 
-  const Scratch ws = layout(p);
   char* base = reinterpret_cast<char*>(scratch);
   int* flags = reinterpret_cast<int*>(base);
   float* a_parts = reinterpret_cast<float*>(base + ws.flag_bytes);
@@ -178,11 +217,13 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, void* scratc
     if (q.c) q.c += b0 * p.c_batch_stride;
     q.d += b0 * p.d_batch_stride;
     int a_planes = p.a.batch_stride == 0 ? 1 : q.batch, b_planes = p.b.batch_stride == 0 ? 1 : q.batch;
-    split(q.a.ptr, q.a.ld, q.a.batch_stride, la == Layout::RowMajor, q.m, q.k, a_planes, a_parts, stream);
-    split(q.b.ptr, q.b.ld, q.b.batch_stride, lb == Layout::ColMajor, q.n, q.k, b_planes, b_parts, stream);
+    if (!ws.fp32_a)
+      split(q.a.ptr, q.a.ld, q.a.batch_stride, la == Layout::RowMajor, q.m, q.k, a_planes, a_parts, stream);
+    if (!ws.fp32_b)
+      split(q.b.ptr, q.b.ld, q.b.batch_stride, lb == Layout::ColMajor, q.n, q.k, b_planes, b_parts, stream);
     if (!product) continue;
-    const CUtensorMap map_a = tensor_map(a_parts, q.m, q.k, a_planes, w::BM);
-    const CUtensorMap map_b = tensor_map(b_parts, q.n, q.k, b_planes, w::BN);
+    const CUtensorMap map_a = ws.fp32_a ? fp32_map(q.a, q.m, q.k, a_planes, w::BM) : parts_map(a_parts, q.m, q.k, a_planes, w::BM);
+    const CUtensorMap map_b = ws.fp32_b ? fp32_map(q.b, q.n, q.k, b_planes, w::BN) : parts_map(b_parts, q.n, q.k, b_planes, w::BN);
     void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
                     &flags};
     launched(cudaLaunchKernel(fn, dim3(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits)),

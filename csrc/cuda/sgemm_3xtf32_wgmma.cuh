@@ -4,19 +4,26 @@
 // (mma.sync TF32 tops out near 110 TFLOP/s of 3xTF32 on an H200; wgmma TF32 has ~2x that).
 //
 // Three passes per call (launch_sgemm_3xtf32_wgmma, sgemm_3xtf32_wgmma.cu):
-//  1. split_operand, memory-bound: each operand is written into the workspace as its big
-//     and small TF32 parts, K-contiguous, [plane][part][row][kp] with kp = K rounded up to
-//     4 floats (TMA's 16-byte stride rule). wgmma's .tf32 form takes both shared operands
-//     K-major only (no transposed layout for 32-bit types), so an M- or N-contiguous
-//     operand needs a transpose somewhere anyway; done once here, the main kernel is one
-//     instance for every storage order, alignment and leading dimension, and needs no split
-//     in its loop. The split is round_tf32 of x and of x - big, as the mma.sync kernel's.
-//     Cost: reads 4 and writes 8 bytes per element, ~0.1 ms at 4096 (~7% of the GEMM).
+//  1. split_operand, memory-bound, for an operand TMA cannot read as it is: each such
+//     operand is written into the workspace as its big and small TF32 parts, K-contiguous,
+//     [plane][part][row][kp] with kp = K rounded up to 4 floats (TMA's 16-byte stride rule).
+//     wgmma's .tf32 form takes both shared operands K-major only (no transposed layout for
+//     32-bit types), so an M- or N-contiguous operand needs a transpose somewhere anyway;
+//     done once here. The split is round_tf32 of x and of x - big, as the mma.sync
+//     kernel's. Cost: reads 4 and writes 8 bytes per element, ~0.1 ms for both operands at
+//     4096 (~7% of the GEMM), 27% of llama's mlp up at 512 tokens, where the weight is
+//     most of the traffic. An operand that is K-contiguous and 16-byte aligned (A row-major,
+//     B column-major: x @ W.T has both) skips it: TMA loads its fp32 tile into the big
+//     part's place, and the producer warpgroup's three idle warps split it there (big in
+//     place, small beside it) before the consumers see the stage: the same parts at the
+//     same shared addresses, so the results are bit for bit the split pass's, for half the
+//     operand's traffic and no pass.
 //  2. sgemm_3xtf32_wgmma: 128 x 128 output tiles, K tiles of 32 (one 128-byte swizzle row
 //     of 32 tf32 values: a TMA box and a wgmma K-major SW128 atom line up exactly), a
 //     3-stage TMA pipeline of 64 KB stages (A big and small, B big and small: each one TMA
-//     box [2][rows][32] that lands both parts), one producer warpgroup (one thread issues
-//     the TMA) and two consumer warpgroups of 64 x 128 (m64n128k8). Per K tile a consumer
+//     box [2][rows][32] that lands both parts, or [rows][32] of fp32 into the big part's
+//     place), one producer warpgroup (one thread issues the TMA, three warps split the fp32
+//     tiles) and two consumer warpgroups of 64 x 128 (m64n128k8). Per K tile a consumer
 //     issues 12 wgmma (4 K steps x a_small b_big, a_big b_small, a_big b_big, as the
 //     mma.sync kernel orders them) into a short accumulator whose first wgmma has
 //     scale-d = 0 (the restart costs nothing), waits for them (wait_group 0), frees the
@@ -75,10 +82,15 @@ constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
 constexpr int kATileBytes = 2 * BM * kBK * 4;     // [big, small][BM][32] fp32
 constexpr int kBTileBytes = 2 * BN * kBK * 4;
 constexpr int kStageBytes = kATileBytes + kBTileBytes;  // 64 KB
-// The stages, 1 KB to align them (SW128 atoms are 1024-byte aligned), then the barriers.
-constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 2 * kStages * 8;
+constexpr int kPartBytes = BM * kBK * 4;                // one part of one operand, 16 KB
+// The stages, 1 KB to align them (SW128 atoms are 1024-byte aligned), then the barriers:
+// full, empty and landed, kStages each.
+constexpr int kSmemBytes = kStages * kStageBytes + 1024 + 3 * kStages * 8;
+// The producer warpgroup's warps 1-3 split fp32 tiles (warp 0's first lane issues the TMA).
+constexpr int kSplitterThreads = 96;
 static_assert(BM == 64 * kConsumers, "a consumer warpgroup takes 64 rows");
 static_assert(BM == 128 && BN == 128, "the fix-up recomputes the mma.sync kernel's 128 x 128 tiles");
+static_assert(kATileBytes == 2 * kPartBytes && kBTileBytes == 2 * kPartBytes, "big and small parts of 128 rows");
 
 // The workspace of one operand: [plane][part][rows][kp] floats, part 0 big, 1 small.
 __host__ __device__ inline int64_t padded_k(int k) { return (int64_t(k) + 3) / 4 * 4; }
@@ -153,12 +165,32 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
   } while (!done);
 }
 
-// One box {32 K, rows, 2 parts} at coordinates (k, row, 2 plane) into dst, completing on bar.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row, int part0) {
+// One box at coordinates (k, row, z) into dst, completing on bar: {32 K, rows, 2 parts} at
+// z = 2 plane from the workspace, or {32 K, rows, 1} at z = plane from an fp32 operand.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row, int z) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
-      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(part0), "r"(smem_addr(bar))
+      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(z), "r"(smem_addr(bar))
       : "memory");
+}
+
+// The split of one operand's fp32 tile that TMA landed in its big part's place: big
+// rounded in place, small into the part after it. Element by element at the same offsets,
+// so the 128-byte swizzle (a function of the address within 1024-byte atoms; the parts are
+// 16 KB apart) lays both parts out as the workspace's boxes would. The writes are the
+// generic proxy's and wgmma reads through the async proxy: the caller fences before it
+// releases the stage.
+__device__ __forceinline__ void split_in_place(unsigned char* tile, int thread) {
+  float4* big = reinterpret_cast<float4*>(tile);
+  float4* small = reinterpret_cast<float4*>(tile + kPartBytes);
+  for (int i = thread; i < kPartBytes / 16; i += kSplitterThreads) {
+    const float4 x = big[i];
+    const float4 hi = {tf32x3::round_tf32(x.x), tf32x3::round_tf32(x.y), tf32x3::round_tf32(x.z),
+                       tf32x3::round_tf32(x.w)};
+    big[i] = hi;
+    small[i] = {tf32x3::round_tf32(x.x - hi.x), tf32x3::round_tf32(x.y - hi.y), tf32x3::round_tf32(x.z - hi.z),
+                tf32x3::round_tf32(x.w - hi.w)};
+  }
 }
 // The shared-memory descriptor of a K-major operand in TMA's 128-byte swizzle: rows of
 // 128 bytes (32 tf32), 8-row atoms of 1024 bytes one after another (SBO = 1024), LBO unused
@@ -213,19 +245,27 @@ __device__ __forceinline__ float select(bool p, float a, float b) {
 #endif  // VECGEMM_WGMMA_BUILT
 
 // D = alpha * A @ B + beta * C (or split-K partials) for blockIdx.z = batch * k_splits + split
-// and output tile blockIdx.x (tile_origin's order); the operands are the workspace's parts
-// through tma_a ({K, M, 2 planes}) and tma_b ({K, N, 2 planes}); a_planes / b_planes: 1 for
-// an operand broadcast over the batch. flags[blockIdx.z * gridDim.x + blockIdx.x]: 1 where
-// pass 3 must recompute the tile.
+// and output tile blockIdx.x (tile_origin's order). tma_a: A's parts in the workspace
+// ({K, M, 2 planes}), or with kFp32A A itself ({K, M, planes}, split here); tma_b likewise
+// ({K, N, ...}, kFp32B). a_planes / b_planes: 1 for an operand broadcast over the batch.
+// flags[blockIdx.z * gridDim.x + blockIdx.x]: 1 where pass 3 must recompute the tile.
+template <bool kFp32A, bool kFp32B>
 __global__ void __launch_bounds__(kThreads, 1)
     sgemm_3xtf32_wgmma(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                        const GemmParams p, int a_planes, int b_planes, int* flags) {
 #if VECGEMM_WGMMA_BUILT
+  // With an fp32 operand a stage goes TMA -> landed -> splitter warps -> full -> consumers
+  // -> empty -> TMA; without, TMA completes full itself.
+  constexpr bool kSplits = kFp32A || kFp32B;
+  constexpr int kStageTxBytes = (kFp32A ? kPartBytes : kATileBytes) + (kFp32B ? kPartBytes : kBTileBytes);
   allow_dependents();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Offset from the shared array itself (not through an integer), so that the compiler keeps
+  // the state space: the splitters' accesses are LDS / STS, not generic loads and stores.
+  unsigned char* smem = smem_raw + ((1024u - smem_addr(smem_raw)) & 1023u);
   uint64_t* full = reinterpret_cast<uint64_t*>(smem + kStages * kStageBytes);
   uint64_t* empty = full + kStages;
+  uint64_t* landed = empty + kStages;
 
   int m0, n0;
   tile_origin(p.m, p.n, BM, BN, blockIdx.x, m0, n0);
@@ -236,8 +276,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);                   // the producer's expect_tx arrival
-      mbar_init(&empty[s], kConsumers * 4);     // one arrival per consumer warp
+      mbar_init(&full[s], kSplits ? kSplitterThreads / 32 : 1);  // splitter warps, or expect_tx
+      mbar_init(&empty[s], kConsumers * 4);                       // one arrival per consumer warp
+      mbar_init(&landed[s], 1);                                   // expect_tx, when splitting
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tma_a)) : "memory");
@@ -250,20 +291,36 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) sum[i] = 0.0f;
 
-  if (wg == kConsumers) {
+  if (wg == kConsumers && warp == 0) {
     // Producer: one thread keeps kStages tiles in flight.
-    if (threadIdx.x % 128 == 0) {
-      const int a_part0 = 2 * (a_planes == 1 ? 0 : batch), b_part0 = 2 * (b_planes == 1 ? 0 : batch);
+    if (lane == 0) {
+      const int a_plane = a_planes == 1 ? 0 : batch, b_plane = b_planes == 1 ? 0 : batch;
       for (int t = 0; t < k_tiles; ++t) {
         const int s = t % kStages, k = k_begin + t * kBK;
         if (t >= kStages) mbar_wait(&empty[s], ((t / kStages) & 1) ^ 1);
-        mbar_expect_tx(&full[s], kStageBytes);
+        uint64_t* done = kSplits ? &landed[s] : &full[s];
+        mbar_expect_tx(done, kStageTxBytes);
         unsigned char* st = smem + s * kStageBytes;
-        tma_load(st, &tma_a, &full[s], k, m0, a_part0);
-        tma_load(st + kATileBytes, &tma_b, &full[s], k, n0, b_part0);
+        tma_load(st, &tma_a, done, k, m0, kFp32A ? a_plane : 2 * a_plane);
+        tma_load(st + kATileBytes, &tma_b, done, k, n0, kFp32B ? b_plane : 2 * b_plane);
       }
     }
     __syncwarp();
+  } else if (wg == kConsumers) {
+    // Splitters: each fp32 tile into its parts, then the stage is the consumers'.
+    if constexpr (kSplits) {
+      const int thread = threadIdx.x - (kConsumers * 128 + 32);
+      for (int t = 0; t < k_tiles; ++t) {
+        const int s = t % kStages;
+        mbar_wait(&landed[s], (t / kStages) & 1);
+        unsigned char* st = smem + s * kStageBytes;
+        if constexpr (kFp32A) split_in_place(st, thread);
+        if constexpr (kFp32B) split_in_place(st + kATileBytes, thread);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to wgmma's reads
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&full[s]);
+      }
+    }
   } else {
     float acc[64];
 #pragma unroll

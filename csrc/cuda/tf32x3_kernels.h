@@ -17,6 +17,11 @@
 
 namespace vecgemm {
 
+// The operands a row's split pass writes into scratch before its kernel runs.
+struct SplitOperands {
+  bool a, b;
+};
+
 struct Tf32x3Row {
   // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma"), or
   // tf32x3_few_<rows|cols>_<instruction> for the narrow-side kernel.
@@ -33,7 +38,9 @@ struct Tf32x3Row {
                  cudaStream_t stream);
   // Scratch the kernel needs besides the split-K partials (the wgmma form's TF32 parts of
   // A and B and its flags), or none.
-  size_t (*scratch_bytes)(const GemmParams& p);
+  size_t (*scratch_bytes)(const GemmParams& p, Layout la, Layout lb);
+  // The operands its split pass writes (the planner prices the pass), or none: no pass.
+  SplitOperands (*split_pass)(const ProblemKey& key);
   // Whether the current device can run the kernel beyond what the capability range says
   // (the wgmma form: sm_90a code in this build), or none.
   bool (*available)();
@@ -54,6 +61,12 @@ inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel
 inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, void* scratch, cudaStream_t stream) {
   launch_sgemm_3xtf32_wgmma(p, la, lb, scratch, stream);
 }
+// Every operand but a K-contiguous one (A row-major, B column-major) when both are 16-byte
+// aligned, which the kernel reads as fp32 and splits itself. The launch's rule
+// (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at strides the key does not keep.
+inline SplitOperands split_pass(const ProblemKey& key) {
+  return {!(key.la == Layout::RowMajor && key.vec4), !(key.lb == Layout::ColMajor && key.vec4)};
+}
 }  // namespace tf32x3_wgmma_row
 
 namespace tf32x3_skinny_row {
@@ -65,8 +78,8 @@ Reason refuses_few_columns(const ProblemKey& key);
 }  // namespace tf32x3_skinny_row
 
 // The wgmma form where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync form's
-// 1.1x on the H200 (docs/performance.md, step 31), but it pays a split pass over both
-// operands, which small-M problems do not earn back (step 32). 128 x 64: two blocks of 4
+// 1.1x on the H200 (docs/performance.md, step 31), but it pays a split pass over the
+// operands it cannot split itself, which small-M problems do not earn back (step 32). 128 x 64: two blocks of 4
 // warps per SM measured faster than one of 8 at every size on the H200 with the kernel's
 // earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
@@ -77,17 +90,19 @@ Reason refuses_few_columns(const ProblemKey& key);
 // operand once at memory's pace instead of computing 64- or 128-row tiles of padding.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
-     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &sgemm_3xtf32_wgmma_available, nullptr},
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::split_pass,
+     &sgemm_3xtf32_wgmma_available, nullptr},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr},
     {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr},
     {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr},
     {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
-     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, &tf32x3_skinny_row::refuses_few_rows},
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
+     &tf32x3_skinny_row::refuses_few_rows},
     {"tf32x3_few_cols_mma", 80, 0, kSkinnyBlockK, kSkinnyFewColumns, &tf32x3_skinny_config_info,
-     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr,
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
      &tf32x3_skinny_row::refuses_few_columns},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);

@@ -273,7 +273,7 @@ static std::vector<float> run_kernel(const Case& cs, const Operand& A, const Ope
     CK(cudaMalloc(&p.workspace, partials * 4));
     CK(cudaMemcpy(p.workspace, poison.data(), partials * 4, cudaMemcpyHostToDevice));
   }
-  if (is_wgmma(cs.config)) CK(cudaMalloc(&ws, std::max<size_t>(vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p), 256)));
+  if (is_wgmma(cs.config)) CK(cudaMalloc(&ws, std::max<size_t>(vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p, cs.la, cs.lb), 256)));
   launch(cs.config, p, cs.la, cs.lb, vec4, ws);
   CK(cudaDeviceSynchronize());
   if (ws) CK(cudaFree(ws));
@@ -516,7 +516,7 @@ static void time_square(int s, Layout la, Layout lb, const std::vector<int>& con
   p.a = {a, s, 0}, p.b = {b, s, 0};
   p.d = d, p.d_ld = s, p.alpha = 1.0f, p.beta = 0.0f, p.k_splits = 1, p.k_slice = s, p.d_vec4 = true;
   void* ws = nullptr;
-  if (g_wgmma) CK(cudaMalloc(&ws, vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p)));
+  if (g_wgmma) CK(cudaMalloc(&ws, vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p, la, lb)));
   const double flop = 2.0 * s * s * double(s);
   const float one = 1.0f, zero = 0.0f;
   const cublasOperation_t opa = la == Layout::RowMajor ? CUBLAS_OP_N : CUBLAS_OP_T;
