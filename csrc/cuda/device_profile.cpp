@@ -40,10 +40,11 @@ constexpr KernelFigure kH200Kernels[] = {
 
 // One 3xTF32 row's figures, by its variant name: one K tile (the row's bk) of one block with
 // every SM running as many of its blocks as fit (the rate of a full wave, split pass aside),
-// and a block's fixed cost (pipeline fill, votes, epilogue) in its K tiles.
+// a block's fixed cost (pipeline fill, votes, epilogue) in its K tiles, and what a K tile
+// costs more where the kernel splits an operand itself (rows that can, else 0).
 struct Tf32x3Figure {
   const char* row;
-  double k_tile_ns, block_overhead_tiles;
+  double k_tile_ns, block_overhead_tiles, kernel_split_ns;
 };
 
 // The H200 at 4096^3 rr (docs/performance.md, steps 31-32): the wgmma row from the kernel
@@ -54,11 +55,13 @@ struct Tf32x3Figure {
 // overlapped) and the 64 KB store of a 128 x 128 tile, about two K tiles' time. The
 // narrow-side rows read 16 KB of the wide operand a block K tile (32 rows x 128 K), 64 KB an
 // SM at 4 blocks, at 3.5 TB/s over 132 SMs; their fixed cost is a memory round trip before
-// the first MMA and a 4-warp sum in shared memory.
+// the first MMA and a 4-warp sum in shared memory. The wgmma kernel splitting A or B itself
+// at 4096^3 rc: 1312 / 1277 us against 1145 on the split pass's parts, 8 waves of 128 K
+// tiles (step 36).
 constexpr Tf32x3Figure kH200Tf32x3[] = {
-    {"tf32x3_128x128_wgmma", 1150.0, 2.0}, {"tf32x3_128x64_mma", 2400.0, 2.0},
-    {"tf32x3_64x128_mma", 2400.0, 2.0},    {"tf32x3_128x128_mma", 4800.0, 2.0},
-    {"tf32x3_few_rows_mma", 2400.0, 0.5},  {"tf32x3_few_cols_mma", 2400.0, 0.5},
+    {"tf32x3_128x128_wgmma", 1150.0, 2.0, 150.0}, {"tf32x3_128x64_mma", 2400.0, 2.0, 0.0},
+    {"tf32x3_64x128_mma", 2400.0, 2.0, 0.0},      {"tf32x3_128x128_mma", 4800.0, 2.0, 0.0},
+    {"tf32x3_few_rows_mma", 2400.0, 0.5, 0.0},    {"tf32x3_few_cols_mma", 2400.0, 0.5, 0.0},
 };
 
 DeviceProfile make_profile(const char* name, const KernelFigure* figures, int count, const int (&order_percent)[4]) {
@@ -90,6 +93,7 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
     TORCH_INTERNAL_ASSERT(row.has_value(), "device profile ", name, " names no 3xTF32 row '", f.row, "'");
     p.tf32x3_k_tile_ns[*row] = f.k_tile_ns;
     p.tf32x3_block_overhead_tiles[*row] = f.block_overhead_tiles;
+    p.tf32x3_kernel_split_ns[*row] = f.kernel_split_ns;
   }
   for (int r = 0; r < kNumTf32x3Rows; ++r)
     TORCH_INTERNAL_ASSERT(p.tf32x3_k_tile_ns[r] > 0.0, "device profile ", name, " has no figure for ", kTf32x3Rows[r].name);

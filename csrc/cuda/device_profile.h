@@ -37,10 +37,12 @@ struct DeviceProfile {
   // grid fills the GPU, in percent (rr, rc, cr, cc), by kKernelConfigs row.
   int kernel_percent[kNumKernelConfigs][kNumOrders];
   // 3xTF32, by kTf32x3Rows row: one K tile of one block, in ns, with every SM running as
-  // many of its blocks as fit (the rate of a full wave, split pass aside), and a block's
-  // fixed cost (pipeline fill, votes, epilogue) in its K tiles.
+  // many of its blocks as fit (the rate of a full wave, split pass aside), a block's fixed
+  // cost (pipeline fill, votes, epilogue) in its K tiles, and a K tile's extra ns where the
+  // kernel splits one operand itself (the wgmma form).
   double tf32x3_k_tile_ns[kNumTf32x3Rows];
   double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
+  double tf32x3_kernel_split_ns[kNumTf32x3Rows];
 };
 
 // The profile of the given CUDA device: measured where there is one for its kind, else the

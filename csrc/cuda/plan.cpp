@@ -106,12 +106,21 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
 // split with the least predicted time wins, fewer splits on a tie, in slices of at least
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
 // kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: a
-// launch for each operand it splits, which reads 4 and writes 8 bytes an element.
+// launch for each operand the pass splits, which reads 4 and writes 8 bytes an element.
+// Its kernel can split one K-contiguous operand itself instead, for the profile's
+// kernel_split_ns more a K tile (its shared memory's traffic); both at once measured 1.58x
+// the kernel at 4096^3 (step 36), so at most one.
 constexpr int kTf32x3MinSlice = 256;
 constexpr int kTf32x3MaxSplits = 32;
 constexpr double kTf32x3SplitPassBytes = 12.0;
 
-double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
+struct Tf32x3Choice {
+  int row, splits;
+  SplitOperands kernel_splits;
+  double ns;
+};
+
+Tf32x3Choice tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   const DeviceProfile& profile = profile_of(key.device);
   const Tf32x3Row& r = kTf32x3Rows[row];
   const Tf32x3ConfigInfo info = r.info(r.config);
@@ -119,29 +128,31 @@ double tf32x3_predicted_ns(const ProblemKey& key, int row, int splits) {
   const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
   const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
   const double waves = double(ceil_div(tiles * splits, slots));
-  double ns = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]) * profile.tf32x3_k_tile_ns[row];
+  const double wave_tiles = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]);
+  Tf32x3Choice out{row, splits, {false, false}, wave_tiles * profile.tf32x3_k_tile_ns[row]};
   if (splits > 1)
-    ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
-  if (r.split_pass != nullptr) {
-    const SplitOperands split = r.split_pass(key);
-    const double rows = (split.a ? key.m : 0) + (split.b ? key.n : 0);
-    ns += (int(split.a) + int(split.b)) * profile.launch_ns +
-          kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
-  }
-  return ns;
+    out.ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
+  if (r.kernel_can_split == nullptr) return out;
+  const auto pass_ns = [&](int64_t rows) {
+    return profile.launch_ns + kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
+  };
+  const SplitOperands can = r.kernel_can_split(key);
+  const double kernel_split_ns = wave_tiles * profile.tf32x3_kernel_split_ns[row];
+  double extra = pass_ns(key.m) + pass_ns(key.n);
+  SplitOperands chosen{false, false};
+  if (can.a && kernel_split_ns + pass_ns(key.n) < extra) extra = kernel_split_ns + pass_ns(key.n), chosen = {true, false};
+  if (can.b && kernel_split_ns + pass_ns(key.m) < extra) extra = kernel_split_ns + pass_ns(key.m), chosen = {false, true};
+  out.ns += extra;
+  out.kernel_splits = chosen;
+  return out;
 }
-
-struct Tf32x3Choice {
-  int row, splits;
-  double ns;
-};
 
 Tf32x3Choice tf32x3_best_split(const ProblemKey& key, int row) {
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));
-  Tf32x3Choice best{row, 1, tf32x3_predicted_ns(key, row, 1)};
+  Tf32x3Choice best = tf32x3_predicted(key, row, 1);
   for (int s = 2; s <= most; ++s) {
-    const double ns = tf32x3_predicted_ns(key, row, s);
-    if (ns < best.ns) best = Tf32x3Choice{row, s, ns};
+    const Tf32x3Choice c = tf32x3_predicted(key, row, s);
+    if (c.ns < best.ns) best = c;
   }
   return best;
 }
@@ -289,6 +300,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
     out.family = Family::Tf32x3;
     const int slice = slice_for(out.key.k, choice->splits, kTf32x3Rows[choice->row].bk);
     out.tiling = TilingChoice{choice->row, int(ceil_div(out.key.k, slice)), false};
+    out.kernel_splits = choice->kernel_splits;
     return out;
   }
   if (std::holds_alternative<MatrixVector>(variant) ||
@@ -332,9 +344,8 @@ std::string describe(const Plan& plan) {
       std::string text = row.name;
       if (plan.tiling.splits > 1) text += " split-k " + std::to_string(plan.tiling.splits);
       // ", split pass of A B": the operands split into TF32 parts before the kernel.
-      const SplitOperands split = row.split_pass ? row.split_pass(plan.key) : SplitOperands{false, false};
-      if (split.a || split.b) text += std::string(", split pass of") + (split.a ? " A" : "") + (split.b ? " B" : "");
-      return text;
+      if (row.kernel_can_split == nullptr || (plan.kernel_splits.a && plan.kernel_splits.b)) return text;
+      return text + ", split pass of" + (plan.kernel_splits.a ? "" : " A") + (plan.kernel_splits.b ? "" : " B");
     }
     case Family::Tiled:
     case Family::Async:

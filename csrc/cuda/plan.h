@@ -13,6 +13,7 @@
 
 #include "../problem.h"
 #include "cost_model.h"
+#include "sgemm_3xtf32.h"  // SplitOperands
 
 namespace vecgemm {
 
@@ -69,8 +70,10 @@ struct Plan {
   // The problem the kernel reads: after the copies (K padded where they pad it).
   ProblemKey key{};
   // Family::Tiled / Family::Async: the config, the split, the tail and its schedule.
-  // Family::Tf32x3: tiling.config is the row of kTf32x3Rows, tiling.splits the split.
+  // Family::Tf32x3: tiling.config is the row of kTf32x3Rows, tiling.splits the split, and
+  // for a row with a split pass, kernel_splits the operands its kernel splits instead.
   TilingChoice tiling{};
+  SplitOperands kernel_splits{false, false};
   std::optional<StreamK> stream_k;
   // Autotune mode and no tuned choice yet: `tiling` is the model's, and execution times the
   // model's best candidates first and runs the fastest.

@@ -53,14 +53,14 @@ struct Scratch {
 
 // A split call's partials are indexed by the whole batch (the caller chunks it), so it runs
 // as one chunk; an unsplit one in chunks of grid.z's limit.
-Scratch layout(const GemmParams& p, Layout la, Layout lb) {
+Scratch layout(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
   Scratch w{};
   const int splits = std::max(1, p.k_splits);
   w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxZ);
   w.a_planes = p.a.batch_stride == 0 ? 1 : w.chunk;
   w.b_planes = p.b.batch_stride == 0 ? 1 : w.chunk;
-  w.fp32_a = read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
-  w.fp32_b = read_as_fp32(p.b, lb == Layout::ColMajor, p.n, p.k, w.b_planes);
+  w.fp32_a = kernel_splits.a && read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
+  w.fp32_b = kernel_splits.b && read_as_fp32(p.b, lb == Layout::ColMajor, p.n, p.k, w.b_planes);
   const int64_t kp = w::padded_k(std::max(p.k, 1));
   w.flag_bytes = align256(tiles_of(p) * w.chunk * splits * 4);
   w.a_bytes = w.fp32_a ? 0 : align256(int64_t(w.a_planes) * 2 * p.m * kp * 4);
@@ -131,9 +131,9 @@ int current_device_wgmma() {
 
 }  // namespace
 
-size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p, Layout la, Layout lb) {
+size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return 0;
-  const Scratch w = layout(p, la, lb);
+  const Scratch w = layout(p, la, lb, kernel_splits);
   return size_t(w.flag_bytes + w.a_bytes + w.b_bytes);
 }
 
@@ -183,8 +183,8 @@ Tf32x3ConfigInfo tf32x3_wgmma_config_info() { return {w::BM, w::BN, w::kThreads,
 namespace {
 
 // The passes of launch_sgemm_3xtf32_wgmma; product false: the split alone (for probes).
-void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, void* scratch, bool product,
-                         cudaStream_t stream) {
+void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
+                         bool product, cudaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
   const int splits = std::max(1, p.k_splits);
   if (!sgemm_3xtf32_wgmma_available())
@@ -196,7 +196,7 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, void* scratc
     if (p.k_slice % w::kBK != 0) fail_wgmma("split-K slices must be whole K tiles of 32");
     if (int64_t(p.batch) * splits > kMaxZ) fail_wgmma("batch * k_splits past grid.z's 65535");
   }
-  const Scratch ws = layout(p, la, lb);
+  const Scratch ws = layout(p, la, lb, kernel_splits);
   const void* fn = kernel_for(ws.fp32_a, ws.fp32_b);
   const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, w::kSmemBytes);
   if (e != cudaSuccess) fail_wgmma(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e));
@@ -234,12 +234,14 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, void* scratc
 
 }  // namespace
 
-void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, void* scratch, cudaStream_t stream) {
-  launch_wgmma_passes(p, la, lb, scratch, true, stream);
+void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
+                               cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, true, stream);
 }
 
-void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, void* scratch, cudaStream_t stream) {
-  launch_wgmma_passes(p, la, lb, scratch, false, stream);
+void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
+                                     void* scratch, cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, false, stream);
 }
 
 }  // namespace vecgemm

@@ -17,11 +17,6 @@
 
 namespace vecgemm {
 
-// The operands a row's split pass writes into scratch before its kernel runs.
-struct SplitOperands {
-  bool a, b;
-};
-
 struct Tf32x3Row {
   // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma"), or
   // tf32x3_few_<rows|cols>_<instruction> for the narrow-side kernel.
@@ -33,14 +28,17 @@ struct Tf32x3Row {
   int config;                          // the implementation's own index of this tiling
   Tf32x3ConfigInfo (*info)(int config);
   const void* (*entry)(int config, Layout la, Layout lb, bool vec4);
-  // p.workspace: the split-K partials when p.k_splits > 1; scratch: scratch_bytes(p) bytes.
-  void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void* scratch,
-                 cudaStream_t stream);
+  // p.workspace: the split-K partials when p.k_splits > 1; scratch: scratch_bytes(...)
+  // bytes; kernel_splits: the plan's (kernel_can_split).
+  void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands kernel_splits,
+                 void* scratch, cudaStream_t stream);
   // Scratch the kernel needs besides the split-K partials (the wgmma form's TF32 parts of
   // A and B and its flags), or none.
-  size_t (*scratch_bytes)(const GemmParams& p, Layout la, Layout lb);
-  // The operands its split pass writes (the planner prices the pass), or none: no pass.
-  SplitOperands (*split_pass)(const ProblemKey& key);
+  size_t (*scratch_bytes)(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits);
+  // A row with a split pass before its kernel (the wgmma form): the operands its kernel can
+  // split itself instead, so that the planner chooses, per problem, which the pass takes.
+  // None: no split pass.
+  SplitOperands (*kernel_can_split)(const ProblemKey& key);
   // Whether the current device can run the kernel beyond what the capability range says
   // (the wgmma form: sm_90a code in this build), or none.
   bool (*available)();
@@ -50,7 +48,8 @@ struct Tf32x3Row {
 };
 
 namespace tf32x3_mma_row {
-inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void*, cudaStream_t stream) {
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands, void*,
+                   cudaStream_t stream) {
   launch_sgemm_3xtf32_config(config, p, la, lb, vec4, stream);
 }
 }  // namespace tf32x3_mma_row
@@ -58,19 +57,21 @@ inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool v
 namespace tf32x3_wgmma_row {
 inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
 inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
-inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, void* scratch, cudaStream_t stream) {
-  launch_sgemm_3xtf32_wgmma(p, la, lb, scratch, stream);
+inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, SplitOperands kernel_splits, void* scratch,
+                   cudaStream_t stream) {
+  launch_sgemm_3xtf32_wgmma(p, la, lb, kernel_splits, scratch, stream);
 }
-// Every operand but a K-contiguous one (A row-major, B column-major) when both are 16-byte
-// aligned, which the kernel reads as fp32 and splits itself. The launch's rule
-// (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at strides the key does not keep.
-inline SplitOperands split_pass(const ProblemKey& key) {
-  return {!(key.la == Layout::RowMajor && key.vec4), !(key.lb == Layout::ColMajor && key.vec4)};
+// A K-contiguous operand (A row-major, B column-major) when both are 16-byte aligned: TMA
+// reads it as fp32. The launch's rule (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at
+// strides the key does not keep, and sends an operand it refuses through the pass.
+inline SplitOperands kernel_can_split(const ProblemKey& key) {
+  return {key.la == Layout::RowMajor && key.vec4, key.lb == Layout::ColMajor && key.vec4};
 }
 }  // namespace tf32x3_wgmma_row
 
 namespace tf32x3_skinny_row {
-inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void*, cudaStream_t stream) {
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands, void*,
+                   cudaStream_t stream) {
   launch_sgemm_3xtf32_skinny(config, p, la, lb, vec4, stream);
 }
 Reason refuses_few_rows(const ProblemKey& key);
@@ -90,7 +91,7 @@ Reason refuses_few_columns(const ProblemKey& key);
 // operand once at memory's pace instead of computing 64- or 128-row tiles of padding.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
-     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::split_pass,
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
      &sgemm_3xtf32_wgmma_available, nullptr},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
      nullptr, nullptr, nullptr, nullptr},
