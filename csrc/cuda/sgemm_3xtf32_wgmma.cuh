@@ -4,20 +4,23 @@
 // (mma.sync TF32 tops out near 110 TFLOP/s of 3xTF32 on an H200; wgmma TF32 has ~2x that).
 //
 // Three passes per call (launch_sgemm_3xtf32_wgmma, sgemm_3xtf32_wgmma.cu):
-//  1. split_operand, memory-bound, for an operand TMA cannot read as it is: each such
-//     operand is written into the workspace as its big and small TF32 parts, K-contiguous,
+//  1. split_operand, memory-bound, for each operand the kernel does not split itself:
+//     written into the workspace as its big and small TF32 parts, K-contiguous,
 //     [plane][part][row][kp] with kp = K rounded up to 4 floats (TMA's 16-byte stride rule).
 //     wgmma's .tf32 form takes both shared operands K-major only (no transposed layout for
 //     32-bit types), so an M- or N-contiguous operand needs a transpose somewhere anyway;
 //     done once here. The split is round_tf32 of x and of x - big, as the mma.sync
 //     kernel's. Cost: reads 4 and writes 8 bytes per element, ~0.1 ms for both operands at
 //     4096 (~7% of the GEMM), 27% of llama's mlp up at 512 tokens, where the weight is
-//     most of the traffic. An operand that is K-contiguous and 16-byte aligned (A row-major,
-//     B column-major: x @ W.T has both) skips it: TMA loads its fp32 tile into the big
-//     part's place, and the producer warpgroup's three idle warps split it there (big in
-//     place, small beside it) before the consumers see the stage: the same parts at the
-//     same shared addresses, so the results are bit for bit the split pass's, for half the
-//     operand's traffic and no pass.
+//     most of the traffic. An operand the caller names (kernel_splits) that is K-contiguous
+//     and 16-byte aligned (A row-major, B column-major: x @ W.T has both) skips it: TMA
+//     loads its fp32 tile into the big part's place, and the producer warpgroup's three
+//     idle warps split it there (big in place, small beside it) before the consumers see
+//     the stage: the same parts at the same shared addresses, so the results are bit for
+//     bit the split pass's, for half the operand's traffic and no pass. The price is shared
+//     memory's traffic (the split reads 16 and writes 32 KB a K tile beside wgmma's 144):
+//     one operand costs the kernel 11-15% at 4096^3, both 58% (docs/performance.md, step
+//     36), so the planner weighs it against the pass and names at most one.
 //  2. sgemm_3xtf32_wgmma: 128 x 128 output tiles, K tiles of 32 (one 128-byte swizzle row
 //     of 32 tf32 values: a TMA box and a wgmma K-major SW128 atom line up exactly), a
 //     3-stage TMA pipeline of 64 KB stages (A big and small, B big and small: each one TMA
