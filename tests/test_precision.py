@@ -452,17 +452,6 @@ def test_in_place(c_order, rng):
 WGMMA = "tf32x3_128x128_wgmma"
 
 
-def _operand_like(x, layout, lead):
-    """An uninitialised operand of x's shape in the given storage order (lead: batch or
-    None) at an odd offset, so that no row is 16-byte aligned."""
-    rows, cols = x.shape[-2:]
-    ld = cols if layout == "r" else rows
-    head = () if lead is None else (lead,)
-    base = torch.empty(*head, (rows if layout == "r" else cols) * ld + 1, device=x.device)
-    view = base[..., 1:].reshape(*head, *((rows, ld) if layout == "r" else (cols, ld)))
-    return view if layout == "r" else view.transpose(-1, -2)
-
-
 @gpu
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("batch", [None, "batched", "broadcast B"])
@@ -481,16 +470,15 @@ def test_wgmma_splits_one_operand_as_the_split_pass_does(layout, batch, m, n, rn
     B = make_operand(rng, k, n, layout[1], batch=None if batch != "batched" else lead)
     for x, i, j, value in ((A, 3, 5, float("inf")), (A, 7, 11, -float("inf")), (B, 9, 2, float("nan"))):
         x[..., i, j] = value
-    B_unaligned = _operand_like(B, layout[1], None if batch != "batched" else lead)
-    B_unaligned.copy_(B)
-    A_unaligned = _operand_like(A, layout[0], lead)
-    A_unaligned.copy_(A)
+    # The same values at an odd offset: no row 16-byte aligned, so both go through the pass.
+    A_unaligned = make_operand(rng, m, k, layout[0], batch=lead, offset=1).copy_(A)
+    B_unaligned = make_operand(rng, k, n, layout[1], batch=None if batch != "batched" else lead, offset=1).copy_(B)
     if batch == "broadcast B":
         B, B_unaligned = B.expand(lead, k, n), B_unaligned.expand(lead, k, n)
     C = randn(rng, n)
     if torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA) is not None:
         pytest.skip(f"{WGMMA} does not run here: {torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA)}")
-    readable = [x for x, order in (("A", layout[0]), ("B", layout[1])) if order == ("r" if x == "A" else "c")]
+    readable = [x for x, k_contiguous in (("A", layout[0] == "r"), ("B", layout[1] == "c")) if k_contiguous]
     in_kernel = readable if len(readable) < 2 else ["A" if m >= n else "B"]
     passed = [x for x in "AB" if x not in in_kernel]
     expected = WGMMA + (", split pass of " + " ".join(passed) if passed else "")

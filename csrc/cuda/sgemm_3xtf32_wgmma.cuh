@@ -180,12 +180,12 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
 // The split of one operand's fp32 tile that TMA landed in its big part's place: big
 // rounded in place, small into the part after it. Element by element at the same offsets,
 // so the 128-byte swizzle (a function of the address within 1024-byte atoms; the parts are
-// 16 KB apart) lays both parts out as the workspace's boxes would. A thread's loads are all
-// issued before its first store, in asm so that the compiler keeps them there: one
-// shared-memory round trip a tile, not one a chunk (as a plain loop, the compiler sank each
-// load to just before its stores, ~20 dependent round trips a K tile, and the kernel ran
-// 1.45x slower than on the split pass's parts). The writes are the generic proxy's and
-// wgmma reads through the async proxy: the caller fences before it releases the stage.
+// 16 KB apart) lays both parts out as the workspace's boxes would. The loads come first in
+// the source (ptxas still keeps only the next chunk's in flight); taking the splitters'
+// latency out of the way did not help: splitting both operands ran 1.45x the kernel on the
+// split pass's parts as a plain loop and 1.58x so, shared memory's traffic being the cost
+// (docs/performance.md, step 36). The writes are the generic proxy's and wgmma reads
+// through the async proxy: the caller fences before it releases the stage.
 __device__ __forceinline__ void split_in_place(unsigned char* tile, int thread) {
   constexpr int kChunks = kPartBytes / 16;
   constexpr int kPerThread = (kChunks + kSplitterThreads - 1) / kSplitterThreads;
