@@ -68,12 +68,12 @@ struct AsyncTile {
   static_assert(kStride % 4 == 0, "shared rows stay 16-byte aligned");
 
   const float* src;  // element (x = 0, k = 0) of the current K tile
-  int64_t ld, step;
+  int64_t ld;
   int x_left;        // rows (A) or columns (B) of the problem from the tile's origin
 
   // panel: element (x = 0, k = 0) of the first K tile.
   __device__ __forceinline__ AsyncTile(const float* panel, int64_t ld_, int x_left_)
-      : src(panel), ld(ld_), step(kKContiguous ? BK : BK * ld_), x_left(x_left_) {}
+      : src(panel), ld(ld_), x_left(x_left_) {}
 
   __device__ __forceinline__ static unsigned tid() { return threadIdx.x; }
 
@@ -90,12 +90,13 @@ struct AsyncTile {
   }
 
   // Issues the copies of the current K tile into `tile`; k_left: K left in the problem from
-  // the tile's start. kChecked: what lies outside the problem reads as zero; without it the
-  // caller guarantees the whole tile is inside.
-  // kUnroll: copies unrolled per loop iteration (all of them, unless registers are scarce).
-  template <bool kChecked, int kUnroll = kIters>
+  // the tile's start. What lies outside the checked bounds reads as zero: kCheckX, the rows
+  // (A) or columns (B) past x_left, for a tile on the problem's edge; kCheckK, the K past
+  // k_left, for the tile that holds the remainder of K. Bounds left unchecked are the
+  // caller's guarantee.
+  template <bool kCheckX, bool kCheckK>
   __device__ __forceinline__ void copy(float* tile, int k_left) const {
-#pragma unroll kUnroll
+#pragma unroll
     for (int i = 0; i < kIters; ++i) {
       if (kPartial && i * kThreads + int(tid()) >= kCopies) continue;
       int x, k;
@@ -103,15 +104,11 @@ struct AsyncTile {
       const float* p = kKContiguous ? src + x * ld + k : src + k * ld + x;
       float* d = tile + k * kStride + x;
       int bytes = 4 * kWidth;
-      if (kChecked) {
-        if (kKContiguous)
-          bytes = x < x_left && k < k_left ? 4 : 0;
-        else
-          bytes = k < k_left ? max(0, min(kWidth, x_left - x)) * 4 : 0;
-        // A zero-byte copy reads nothing but still names an address: the tile's origin,
-        // which is inside the problem.
-        if (bytes == 0) p = src;
-      }
+      if (kCheckX) bytes = kKContiguous ? (x < x_left ? 4 : 0) : max(0, min(kWidth, x_left - x)) * 4;
+      if (kCheckK && k >= k_left) bytes = 0;
+      // A zero-byte copy reads nothing but still names an address: the tile's origin,
+      // which is inside the problem.
+      if ((kCheckX || kCheckK) && bytes == 0) p = src;
       if (kWidth == 1)
         cp_async4(d, p, bytes);
       else
@@ -119,7 +116,8 @@ struct AsyncTile {
     }
   }
 
-  __device__ __forceinline__ void advance() { src += step; }
+  // On to the next K tile, k_tile K further.
+  __device__ __forceinline__ void advance(int k_tile) { src += kKContiguous ? k_tile : k_tile * ld; }
 };
 
 }  // namespace vecgemm

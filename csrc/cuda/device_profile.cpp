@@ -77,7 +77,7 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
   // tiled_64x64x8_t84 with one block a SM: 32 K steps in 17.8 us at 27x63x8146 (split-K 32),
   // 13 in 8.2 us at 153x307x99, launch included.
   p.k_step_latency_ns = 520.0;
-  // 1.06-1.23x the unchecked loop, depending on the tiling.
+  // A register-staged block's checked loop: 1.06-1.23x the unchecked one, by tiling.
   p.checked_loop = 1.15;
   // 0-16% lost (geometric mean 7%) at 768x4097x1024, 777x4097x1024 and 1024x50257x768 against
   // the same problems with N a multiple of 4.

@@ -28,26 +28,42 @@ namespace vecgemm {
 //    fragments of tile t + 1 load behind that step's FFMAs (k_steps, block_tile.cuh). By
 //    then tile t's stage has been read whole, so it is refilled at once: kStages tiles in
 //    flight.
-template <class S, bool kChecked, class TileA, class TileB>
+// The first K tile holds the remainder of K (1 to BK of it, zeros after), every later one
+// BK whole: only the first copy checks K, so a block inside the problem (kInside) copies
+// every other tile unchecked whatever K is. Where K is not a multiple of BK, which is most
+// problems too small for auto to pad K (plan.cpp), a block would otherwise check every
+// copy (docs/performance.md, step 37).
+template <class S, bool kInside, class TileA, class TileB>
 __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, float (*As)[TileA::kFloats],
                                                float (*Bs)[TileB::kFloats], int k_len, int a_row, int b_col,
                                                float (&acc)[S::TM][S::TN]) {
   constexpr int kAhead = S::kPrefetchFragments ? S::kStages : S::kStages - 1;
   const int tiles = (k_len + S::BK - 1) / S::BK;
-  int next = 0, next_stage = 0;  // the next tile to copy, and its stage
+  if (tiles > 0) {
+    const int first = k_len - (tiles - 1) * S::BK;
+    tile_a.template copy<!kInside, true>(As[0], first);
+    tile_b.template copy<!kInside, true>(Bs[0], first);
+    tile_a.advance(first);
+    tile_b.advance(first);
+  }
+  cp_async_commit();
+  int next = 1, next_stage = 1;  // the next tile to copy, and its stage
   auto copy_next = [&]() {
     if (next < tiles) {
-      tile_a.template copy<kChecked>(As[next_stage], k_len - next * S::BK);
-      tile_b.template copy<kChecked>(Bs[next_stage], k_len - next * S::BK);
-      tile_a.advance();
-      tile_b.advance();
+      tile_a.template copy<!kInside, false>(As[next_stage], S::BK);
+      tile_b.template copy<!kInside, false>(Bs[next_stage], S::BK);
+      tile_a.advance(S::BK);
+      tile_b.advance(S::BK);
     }
     cp_async_commit();
     ++next;
     next_stage = next_stage + 1 == S::kStages ? 0 : next_stage + 1;
   };
-#pragma unroll
-  for (int t = 0; t < kAhead; ++t) copy_next();
+  // The fill stays a loop: unrolled, it held kAhead copies of the copy code (up to 7.5 KB
+  // each), fetched cold by every SM, and on problems of a few K tiles the warps mostly
+  // waited for instructions (docs/performance.md, step 37).
+#pragma unroll 1
+  for (int t = 1; t < kAhead; ++t) copy_next();
 
   int stage = 0;
   float ra[2][S::TM], rb[2][S::TN];  // k_steps' register sets
@@ -93,8 +109,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const 
 
   float acc[S::TM][S::TN];
   zero<S>(acc);
-  // As in sgemm_tiled: interior blocks copy without bounds checks.
-  if (blk.unchecked(p))
+  if (blk.inside(p))
     async_mainloop<S, false>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   else
     async_mainloop<S, true>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
