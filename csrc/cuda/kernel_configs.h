@@ -43,7 +43,8 @@ struct MainloopConfig {
   bool steer;      // register banks steered for the FFMAs (register-staged only)
   int pin_loads;   // storage orders whose next-tile loads are held at the tile's start
   // K's remainder in the first K tile, so that only its loads check K and a block inside
-  // the problem runs the unchecked loop whatever K is (sgemm_async.cuh, sgemm_tiled.cuh).
+  // the problem runs the unchecked loop whatever K is (sgemm_async.cuh; sgemm_tiled.cuh,
+  // where the 16-byte loads along K of a K-contiguous operand stay aligned).
   // Off where the main loop must stay the ptxas output the SASS rewrite was validated on
   // (t816: tools/sass_rewrite/validated.json; auto pads K where t816 serves), and in the
   // 8 x 8 rows of four blocks an SM, whose loops ptxas then spills (6-13 spill

@@ -44,6 +44,8 @@ template <int BX, int BK, int kThreads, int VEC, bool kKContiguous, int kSmemStr
 struct TileLoader {
   static_assert(VEC == 1 || VEC == 2 || VEC == 4, "vector width");
   static_assert(kSmemStride % 4 == 0, "shared rows stay 16-byte aligned");
+  // Its vector loads run along K: a K tile must start VEC-aligned.
+  static constexpr bool kVectorsAlongK = kKContiguous && VEC > 1;
   static constexpr int kVectorsPerLine = kKContiguous ? BK / VEC : BX / VEC;
   static constexpr int kVectors = BX * BK / VEC;
   static constexpr int kIters = (kVectors + kThreads - 1) / kThreads;
