@@ -81,10 +81,9 @@ struct BlockTile {
   // Whether the block's tile lies inside the problem (its rows of A and columns of B need
   // no bounds checks).
   __device__ __forceinline__ bool inside(const GemmParams& p) const { return m0 + S::BM <= p.m && n0 + S::BN <= p.n; }
-  // Whether a kernel that keeps K's remainder in its last K tile (t816) loads without
-  // bounds checks: the tile inside and its K range whole K tiles (true of nearly all blocks
-  // of a large problem; a K that is not a multiple of BK makes it false for all, which is
-  // why auto pads K: plan.cpp).
+  // Whether the register-staged kernel's loads need no bounds checks: the tile inside and
+  // its K range whole K tiles (true of nearly all blocks of a large problem; a K that is not
+  // a multiple of BK makes it false for all, which is why auto pads K: plan.cpp).
   __device__ __forceinline__ bool unchecked(const GemmParams& p) const {
     return m0 + S::BM <= p.m && n0 + S::BN <= p.n && k_len % S::BK == 0;
   }

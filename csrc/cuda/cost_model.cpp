@@ -86,14 +86,11 @@ double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk
   const double waves = sk != nullptr ? stream_k_block_times(key, config, *sk) : block_times(key, config, real_splits);
   const int order = order_index(key.la, key.lb);
   double eff = profile.kernel_percent[config][order] / 100.0 * (profile.order_percent[order] / 100.0);
-  // The last slice (the only one, unsplit) may end inside a K tile: its blocks then run
-  // checked, unless the row puts the remainder first (MainloopConfig::remainder_first) and
-  // that keeps the register-staged kernel's 16-byte loads along K aligned.
-  const MainloopConfig& loop = kKernelConfigs[config].mainloop;
+  // The last slice (the only one, unsplit) may end inside a K tile: the register-staged
+  // kernels then run its blocks checked (the cp.async ones check only the tile holding the
+  // remainder: sgemm_async.cuh).
   const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
-  const bool vectors_along_k = loop.family == MainloopFamily::RegisterStaged && key.vec4 &&
-                               (key.la == Layout::RowMajor || key.lb == Layout::ColMajor);
-  if (last_slice % t.bk != 0 && (!loop.remainder_first || (vectors_along_k && last_slice % 4 != 0)))
+  if (last_slice % t.bk != 0 && kKernelConfigs[config].mainloop.family == MainloopFamily::RegisterStaged)
     eff /= 1.0 + (profile.checked_loop - 1.0) / double(real_splits);
   if (!key.out_vec4 && occ * kernel.threads / 32 < profile.warps_to_hide_scalar_output)
     eff *= profile.scalar_output_few_warps;

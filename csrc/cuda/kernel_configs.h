@@ -42,14 +42,6 @@ struct MainloopConfig {
   bool prefetch;   // fragments of the next K step loaded during the current one's FFMAs
   bool steer;      // register banks steered for the FFMAs (register-staged only)
   int pin_loads;   // storage orders whose next-tile loads are held at the tile's start
-  // K's remainder in the first K tile, so that only its loads check K and a block inside
-  // the problem runs the unchecked loop whatever K is (sgemm_async.cuh; sgemm_tiled.cuh,
-  // where the 16-byte loads along K of a K-contiguous operand stay aligned).
-  // Off where the main loop must stay the ptxas output the SASS rewrite was validated on
-  // (t816: tools/sass_rewrite/validated.json; auto pads K where t816 serves), and in the
-  // 8 x 8 rows of four blocks an SM, whose loops ptxas then spills (6-13 spill
-  // instructions a K tile, sm_90a).
-  bool remainder_first;
 };
 
 struct KernelConfig {
@@ -71,22 +63,22 @@ inline constexpr MainloopFamily kAsync = MainloopFamily::CpAsync;
 // the latency of their loads rather than throughput (cost_model.cpp, latency_ns); 32 x 32
 // (two warps) for outputs of a few tiles, which then need fewer K splits to fill the GPU.
 inline constexpr KernelConfig kKernelConfigs[] = {
-    //  bm   bn  bk  wm  wn tm  tn   family  st minb pref   steer  pin                    rem1st  scalar stream_k
-    {{128, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 2, true,  false, kCR,                   true},  true,  false},
-    {{128, 128, 16, 32, 64, 8,  8}, {kStaged, 2, 1, true,  false, kRR | kRC | kCR | kCC, true},  true,  false},
-    {{128, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 2, true,  false, kCR | kCC,             false}, false, true},
-    {{256, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 1, true,  false, 0,                     true},  false, false},
-    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCR,             false}, false, false},
-    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC,                   false}, false, false},
-    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCC,             false}, false, false},
-    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC,                   false}, false, false},
-    {{ 64,  64,  8, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0,                     true},  true,  false},
-    {{ 32, 128, 16, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0,                     true},  false, false},
-    {{128,  64, 16, 32, 64, 8,  8}, {kAsync,  3, 4, false, false, 0,                     true},  false, false},
-    {{ 64,  64,  8, 32, 32, 8,  4}, {kAsync,  4, 4, true,  false, 0,                     true},  true,  false},
-    {{128, 128,  8, 64, 64, 8, 16}, {kAsync,  4, 2, true,  false, 0,                     true},  false, false},
-    {{256, 128,  8, 64, 64, 8, 16}, {kAsync,  3, 1, true,  false, 0,                     true},  false, false},
-    {{ 32,  32, 16, 32, 16, 4,  4}, {kAsync,  4, 8, true,  false, 0,                     true},  true,  false},
+    //  bm   bn  bk  wm  wn tm  tn   family  st minb pref   steer  pin                    scalar stream_k
+    {{128, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 2, true,  false, kCR},                   true,  false},
+    {{128, 128, 16, 32, 64, 8,  8}, {kStaged, 2, 1, true,  false, kRR | kRC | kCR | kCC}, true,  false},
+    {{128, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 2, true,  false, kCR | kCC},             false, true},
+    {{256, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 1, true,  false, 0},                     false, false},
+    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCR},             false, false},
+    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC},                   false, false},
+    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCC},             false, false},
+    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC},                   false, false},
+    {{ 64,  64,  8, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0},                     true,  false},
+    {{ 32, 128, 16, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0},                     false, false},
+    {{128,  64, 16, 32, 64, 8,  8}, {kAsync,  3, 4, false, false, 0},                     false, false},
+    {{ 64,  64,  8, 32, 32, 8,  4}, {kAsync,  4, 4, true,  false, 0},                     true,  false},
+    {{128, 128,  8, 64, 64, 8, 16}, {kAsync,  4, 2, true,  false, 0},                     false, false},
+    {{256, 128,  8, 64, 64, 8, 16}, {kAsync,  3, 1, true,  false, 0},                     false, false},
+    {{ 32,  32, 16, 32, 16, 4,  4}, {kAsync,  4, 8, true,  false, 0},                     true,  false},
 };
 inline constexpr int kNumKernelConfigs = sizeof(kKernelConfigs) / sizeof(kKernelConfigs[0]);
 
@@ -94,7 +86,7 @@ inline constexpr int kNumKernelConfigs = sizeof(kKernelConfigs) / sizeof(kKernel
 constexpr bool valid(const KernelConfig& c) {
   const MainloopConfig& m = c.mainloop;
   if (m.family == kAsync)  // copies land in place (no swapped pairs), no staging registers
-    return m.stages >= 2 && !m.steer && m.pin_loads == 0 && !c.stream_k && m.remainder_first;
+    return m.stages >= 2 && !m.steer && m.pin_loads == 0 && !c.stream_k;
   return m.stages == 2 && (!c.stream_k || !m.steer);  // the tail stores the accumulators themselves
 }
 constexpr bool all_valid() {

@@ -24,26 +24,13 @@ namespace vecgemm {
 
 // The K loop over one block's tiles: two shared-memory stages, the next tile's global
 // loads in flight (in registers) while the current one is multiplied, one barrier a tile.
-// kChecked: every load checks the problem's rows, columns and K, and the last K tile holds
-// K's remainder. Otherwise no load checks anything, except, with kRemainderFirst, the
-// first tile's against K: that tile holds the remainder (1 to BK of it, zeros after) and
-// every later one is whole (block_product says which blocks may).
 template <class S, bool kChecked, bool kPinLoads, class LoaderA, class LoaderB>
 __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float (*As)[S::BK * S::kAsStride],
                                          float (*Bs)[S::BK * S::kBsStride], int k_len, int a_row, int b_col,
                                          float (&acc)[S::TM][S::TN]) {
   const int tiles = (k_len + S::BK - 1) / S::BK;
-  if constexpr (S::kRemainderFirst && !kChecked) {
-    const int first = k_len - max(tiles - 1, 0) * S::BK;
-    load_a.template load<false, true>(first);
-    load_b.template load<false, true>(first);
-    // BK short of the second tile, so that the loop's advance-then-load reaches it.
-    load_a.advance(first - S::BK);
-    load_b.advance(first - S::BK);
-  } else {
-    load_a.template load<kChecked, kChecked>(k_len);
-    load_b.template load<kChecked, kChecked>(k_len);
-  }
+  load_a.template load<kChecked>(k_len);
+  load_b.template load<kChecked>(k_len);
   load_a.store(As[0]);
   load_b.store(Bs[0]);
   __syncthreads();
@@ -57,8 +44,8 @@ __device__ __forceinline__ void mainloop(LoaderA& load_a, LoaderB& load_b, float
       // Issued now, consumed at the end of the tile: global latency hides behind the FFMAs.
       load_a.advance();
       load_b.advance();
-      load_a.template load<kChecked, kChecked>(k_len - (t + 1) * S::BK);
-      load_b.template load<kChecked, kChecked>(k_len - (t + 1) * S::BK);
+      load_a.template load<kChecked>(k_len - (t + 1) * S::BK);
+      load_b.template load<kChecked>(k_len - (t + 1) * S::BK);
       // Left alone, ptxas sinks the loads toward their stores at the tile's end (it frees the
       // staging registers; their latency then shows as long-scoreboard stalls). Memory
       // accesses do not move across a warp barrier, a NOP here. Whether holding them here
@@ -94,12 +81,8 @@ __device__ __forceinline__ void block_product(const GemmParams& p, const BlockTi
   zero<S>(acc);
   constexpr bool kPin = (S::kPinLoadsMask >> order_index(LA, LB)) & 1;
   // Interior blocks, nearly all of a large problem, take a copy of the main loop whose loads
-  // carry no bounds checks; edge blocks take the checked copy. So does a block whose K is
-  // not whole K tiles, unless the row puts the remainder first and the later tiles, which
-  // then start that many floats on, keep every vector load along K aligned.
-  const bool remainder_first_fits =
-      !(LoaderA::kVectorsAlongK || LoaderB::kVectorsAlongK) || blk.k_len % VEC == 0;
-  if (S::kRemainderFirst ? blk.inside(p) && remainder_first_fits : blk.unchecked(p))
+  // carry no bounds checks; edge blocks take the checked copy.
+  if (blk.unchecked(p))
     mainloop<S, false, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   else
     mainloop<S, true, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);

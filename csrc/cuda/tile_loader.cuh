@@ -7,9 +7,9 @@
 // row-major B: a straight vector copy) or K (row-major A, column-major B: the seed's
 // transpose, a vector load scattered into VEC rows by scalar stores).
 //
-// In edge tiles every element is bounds-checked against the rows (kCheckX) and K
-// (kCheckK) left in the problem and zero-filled outside it, so it contributes nothing;
-// interior tiles load without checks (load<false, false>).
+// In edge tiles every element is bounds-checked against the rows and K left in the
+// problem and zero-filled outside it, so it contributes nothing; interior tiles load
+// without checks (load<false>).
 //
 // kSwapPairs: element x of a shared row is stored at x ^ 1 (TileShape::kSteerBanks says why).
 #pragma once
@@ -44,8 +44,6 @@ template <int BX, int BK, int kThreads, int VEC, bool kKContiguous, int kSmemStr
 struct TileLoader {
   static_assert(VEC == 1 || VEC == 2 || VEC == 4, "vector width");
   static_assert(kSmemStride % 4 == 0, "shared rows stay 16-byte aligned");
-  // Its vector loads run along K: a K tile must start VEC-aligned.
-  static constexpr bool kVectorsAlongK = kKContiguous && VEC > 1;
   static constexpr int kVectorsPerLine = kKContiguous ? BK / VEC : BX / VEC;
   static constexpr int kVectors = BX * BK / VEC;
   static constexpr int kIters = (kVectors + kThreads - 1) / kThreads;
@@ -73,9 +71,9 @@ struct TileLoader {
     }
   }
 
-  // k_left: K elements of the problem (this split) from the current tile's start. Bounds
-  // left unchecked (kCheckX: rows or columns; kCheckK: K) are the caller's guarantee.
-  template <bool kCheckX, bool kCheckK>
+  // k_left: K elements of the problem (this split) from the current tile's start.
+  // kChecked = false: the caller guarantees the whole tile is inside the problem.
+  template <bool kChecked>
   __device__ __forceinline__ void load(int k_left) {
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
@@ -83,25 +81,23 @@ struct TileLoader {
       int x, kk;
       coords(i, x, kk);
       const float* p = kKContiguous ? ptr + x * ld + kk : ptr + kk * ld + x;
-      if (kCheckX || kCheckK)
-        load_checked<kCheckX, kCheckK>(p, x, kk, k_left, regs[i]);
+      if (kChecked)
+        load_checked(p, x, kk, k_left, regs[i]);
       else
         VecLoad<VEC>::run(p, regs[i]);
     }
   }
 
   // Along the contiguous dimension a vector is whole, partial, or absent; what is outside
-  // the checked bounds reads as zero.
-  template <bool kCheckX, bool kCheckK>
+  // the problem reads as zero.
   __device__ __forceinline__ void load_checked(const float* p, int x, int kk, int k_left, float (&r)[VEC]) const {
-    constexpr bool kCheckLine = kKContiguous ? kCheckX : kCheckK, kCheckRun = kKContiguous ? kCheckK : kCheckX;
 #pragma unroll
     for (int j = 0; j < VEC; ++j) r[j] = 0.0f;
     const int c = kKContiguous ? kk : x;  // contiguous coordinate
     const int c_left = kKContiguous ? k_left : x_left;
-    const bool line_ok = !kCheckLine || (kKContiguous ? x < x_left : kk < k_left);
-    if (!line_ok || (kCheckRun && c >= c_left)) return;
-    if (!kCheckRun || c + VEC <= c_left) {
+    const bool line_ok = kKContiguous ? x < x_left : kk < k_left;
+    if (!line_ok || c >= c_left) return;
+    if (c + VEC <= c_left) {
       VecLoad<VEC>::run(p, r);
     } else {
 #pragma unroll
@@ -133,8 +129,6 @@ struct TileLoader {
   }
 
   __device__ __forceinline__ void advance() { ptr += k_step; }
-  // k_tile K on instead of BK: past the first tile, which holds K's remainder.
-  __device__ __forceinline__ void advance(int k_tile) { ptr += kKContiguous ? k_tile : k_tile * ld; }
 };
 
 }  // namespace vecgemm
