@@ -3,9 +3,14 @@ compute-sanitizer (memcheck, racecheck): each launch is checked against a float6
 reference here too, so a clean sanitizer run is also a correct one.
 
     compute-sanitizer --tool memcheck --error-exitcode 1 python -m benchmarks.sanitize_sample [--stream-k-only]
+    compute-sanitizer --tool memcheck --error-exitcode 1 python -m benchmarks.sanitize_sample --variants '^async_'
+
+--variants REGEX runs only the edge shapes of the variants whose names match (the GPU suite's
+memcheck test: tests/test_faults.py).
 """
 from __future__ import annotations
 
+import argparse
 import re
 import sys
 
@@ -24,8 +29,12 @@ def operand(rows, cols, layout, storage):
     return t if layout == "r" else t.t()
 
 
-def main():
-    stream_k_only = "--stream-k-only" in sys.argv[1:]  # a short racecheck of the stream-K tail alone
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--stream-k-only", action="store_true", help="a short racecheck of the stream-K tail alone")
+    ap.add_argument("--variants", metavar="REGEX", help="only the edge shapes of the variants whose names match")
+    args = ap.parse_args(argv)
+    stream_k_only = args.stream_k_only
     shapes = [(1, 1, 1), (5, 7, 3), (129, 65, 9), (33, 130, 17), (200, 3, 40), (64, 64, 1000), (1, 130, 37), (70, 1, 300)]
     failures = launches = 0
 
@@ -40,10 +49,15 @@ def main():
             failures += 1
             print(f"WRONG {label}: rel {rel:.3g}")
 
+    def summary():
+        torch.cuda.synchronize()
+        print(f"{launches} checked launches, {failures} wrong")
+        return 1 if failures else 0
+
     # The stream-K tail (sgemm_stream_k.cuh): 289 t816 tiles on 264 slots, edge tiles in M
     # and N, K not a multiple of BK, rows of D not 16-byte aligned. One storage order in the
     # full sample (racecheck is slow on large problems), all four with --stream-k-only.
-    for layout in ("rr", "rc", "cr", "cc") if stream_k_only else ("cr",):
+    for layout in ("rr", "rc", "cr", "cc") if stream_k_only else () if args.variants else ("cr",):
         A, B = operand(2050, 251, layout[0], "padded"), operand(251, 2050, layout[1], "padded")
         C = torch.randn(2050, 2050, device="cuda")
         described = torch_vecgemm.selected_kernel(A, B, variant="tiled_128x128x8_t816")
@@ -52,10 +66,10 @@ def main():
         check(f"{described} 2050x2050x251 {layout}", torch.ops.vecgemm.sgemm(A, B, C, 1.5, -0.5, "tiled_128x128x8_t816"),
               1.5 * A64 @ B64 - 0.5 * C64, 1.5 * A64.abs() @ B64.abs() + 0.5 * C64.abs())
     if stream_k_only:
-        torch.cuda.synchronize()
-        print(f"{launches} checked launches, {failures} wrong")
-        return 1 if failures else 0
-    for variant in torch_vecgemm.variants():
+        return summary()
+    variants = [v for v in torch_vecgemm.variants() if args.variants is None or re.search(args.variants, v)]
+    assert variants, f"no variant matches {args.variants!r}"
+    for variant in variants:
         cases = [(s, l, o) for s in shapes for l in ("rr", "rc", "cr", "cc") for o in ("dense", "offset", "padded")]
         for (m, n, k), layout, storage in cases:
             A, B = operand(m, k, layout[0], storage), operand(k, n, layout[1], storage)
@@ -65,6 +79,8 @@ def main():
             out = torch.ops.vecgemm.sgemm(A, B, C, 1.0, 1.0, variant)
             A64, B64, C64 = A.double(), B.double(), C.double()
             check(f"{variant} {m}x{n}x{k} {layout} {storage}", out, A64 @ B64 + C64, A64.abs() @ B64.abs() + C64.abs())
+    if args.variants:
+        return summary()
     # Large enough for auto to copy both operands into padded storage (odd K): the copy
     # kernels' reads and writes, with zero columns and zero rows, and the transposing copy
     # wherever the model moves an operand into the other storage order (free here: both are
@@ -82,9 +98,7 @@ def main():
     # The seed's kernel only takes full tiles.
     A, B, C = torch.randn(128, 16, device="cuda"), torch.randn(16, 256, device="cuda"), torch.randn(128, 256, device="cuda")
     torch.ops.vecgemm.sgemm_(C, A, B, 1.0, 1.0, "vectorized")
-    torch.cuda.synchronize()
-    print(f"{launches} checked launches, {failures} wrong")
-    return 1 if failures else 0
+    return summary()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 
@@ -295,3 +297,37 @@ def test_this_build_runs_on_this_gpu(rng):
         pytest.skip("a build without this GPU's architecture")
     assert torch_vecgemm._C.built_architectures()
     assert torch_vecgemm.fallback_reason(randn(rng, 8, 8), randn(rng, 8, 8)) is None
+
+
+def compute_sanitizer():
+    """compute-sanitizer from PATH or the CUDA toolkit torch was built against, or None."""
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    found = shutil.which("compute-sanitizer")
+    if found is None and CUDA_HOME is not None:
+        candidate = os.path.join(CUDA_HOME, "bin", "compute-sanitizer")
+        found = candidate if os.path.exists(candidate) else None
+    return found
+
+
+@gpu
+@pytest.mark.parametrize("family", ["tiled_", "async_"])
+def test_edge_tiles_read_nothing_past_the_operands(family):
+    # Rows of A past M and columns of B past N reach only outputs that are never stored, so a
+    # kernel that reads them gives right results and no test of values sees it (9a9c2bb's
+    # cp.async kernels did, on every edge tile); memcheck does. The sample's edge shapes on
+    # every tiling of the family, in every storage order and alignment. Without the caching
+    # allocator every tensor is its own allocation, whose end memcheck knows to the byte; in
+    # the cache's segments a read past a tensor lands in the segment and passes.
+    sanitizer = compute_sanitizer()
+    if sanitizer is None:
+        pytest.skip("compute-sanitizer not found on PATH or in CUDA_HOME/bin")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run(
+        [sanitizer, "--tool", "memcheck", "--error-exitcode", "1", sys.executable, "-m",
+         "benchmarks.sanitize_sample", "--variants", f"^{family}"],
+        cwd=root, capture_output=True, text=True, timeout=900, env={**os.environ, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"})
+    report = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 0, report
+    assert "ERROR SUMMARY: 0 errors" in done.stdout + done.stderr, report
+    assert re.search(r"[1-9]\d* checked launches, 0 wrong", done.stdout), report

@@ -29,11 +29,12 @@ namespace vecgemm {
 //    then tile t's stage has been read whole, so it is refilled at once: kStages tiles in
 //    flight.
 // The first K tile holds the remainder of K (1 to BK of it, zeros after), every later one
-// BK whole: only the first copy checks K, so a block inside the problem (kInside) copies
-// every other tile unchecked whatever K is. Where K is not a multiple of BK, which is most
-// problems too small for auto to pad K (plan.cpp), a block would otherwise check every
-// copy (docs/performance.md, step 37).
-template <class S, bool kInside, class TileA, class TileB>
+// BK whole: only the first copy checks K, so a block inside the problem (kCheckX false)
+// copies every other tile unchecked whatever K is. Where K is not a multiple of BK, which
+// is most problems too small for auto to pad K (plan.cpp), a block would otherwise check
+// every copy (docs/performance.md, step 37). kCheckX: the block's tile reaches past the
+// problem's last row or column, so its copies check rows of A and columns of B.
+template <class S, bool kCheckX, class TileA, class TileB>
 __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, float (*As)[TileA::kFloats],
                                                float (*Bs)[TileB::kFloats], int k_len, int a_row, int b_col,
                                                float (&acc)[S::TM][S::TN]) {
@@ -41,8 +42,8 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
   const int tiles = (k_len + S::BK - 1) / S::BK;
   if (tiles > 0) {
     const int first = k_len - (tiles - 1) * S::BK;
-    tile_a.template copy<!kInside, true>(As[0], first);
-    tile_b.template copy<!kInside, true>(Bs[0], first);
+    tile_a.template copy<kCheckX, true>(As[0], first);
+    tile_b.template copy<kCheckX, true>(Bs[0], first);
     tile_a.advance(first);
     tile_b.advance(first);
   }
@@ -50,8 +51,8 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
   int next = 1, next_stage = 1;  // the next tile to copy, and its stage
   auto copy_next = [&]() {
     if (next < tiles) {
-      tile_a.template copy<!kInside, false>(As[next_stage], S::BK);
-      tile_b.template copy<!kInside, false>(Bs[next_stage], S::BK);
+      tile_a.template copy<kCheckX, false>(As[next_stage], S::BK);
+      tile_b.template copy<kCheckX, false>(Bs[next_stage], S::BK);
       tile_a.advance(S::BK);
       tile_b.advance(S::BK);
     }
