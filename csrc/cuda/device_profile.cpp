@@ -31,8 +31,6 @@ constexpr KernelFigure kH200Kernels[] = {
     // Made for small problems, where the latency floor decides: unmeasured at 4096, given
     // the figures of the register-staged kernel of the same tiling.
     {"async_64x64x8_t84_s4", {84, 80, 84, 85}},
-    // Halves of it (two of its warps): its figures.
-    {"async_64x32x8_t84_s4", {84, 80, 84, 85}},  {"async_32x64x8_t84_s4", {84, 80, 84, 85}},
     // Made for outputs of a few tiles: not measured at 4096 but fitted to the random sweep
     // (seed 0), where 111 problems were timed on both it and async_64x64x8_t84_s4: at 45
     // the model's picks between the two are 1.9% slower than the faster of each pair

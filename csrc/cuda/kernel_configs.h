@@ -61,10 +61,7 @@ inline constexpr MainloopFamily kAsync = MainloopFamily::CpAsync;
 // H200 (docs/performance.md); the stream-K tail is built for t816, where it paid. The small
 // cp.async rows, with three tiles in flight, are for small and deep-K problems, whose time is
 // the latency of their loads rather than throughput (cost_model.cpp, latency_ns); 32 x 32
-// (two warps) for outputs of a few tiles, which then need fewer K splits to fill the GPU;
-// 64 x 32 and 32 x 64 (two of 64 x 64's warps) where a side of the output is a little over
-// a multiple of 32, which 64-wide tiles pad by up to half a tile, and to spread mid-size
-// grids over the SMs in smaller pieces (cuBLAS takes these tile shapes there).
+// (two warps) for outputs of a few tiles, which then need fewer K splits to fill the GPU.
 inline constexpr KernelConfig kKernelConfigs[] = {
     //  bm   bn  bk  wm  wn tm  tn   family  st minb pref   steer  pin                    scalar stream_k
     {{128, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 2, true,  false, kCR},                   true,  false},
@@ -82,8 +79,6 @@ inline constexpr KernelConfig kKernelConfigs[] = {
     {{128, 128,  8, 64, 64, 8, 16}, {kAsync,  4, 2, true,  false, 0},                     false, false},
     {{256, 128,  8, 64, 64, 8, 16}, {kAsync,  3, 1, true,  false, 0},                     false, false},
     {{ 32,  32, 16, 32, 16, 4,  4}, {kAsync,  4, 8, true,  false, 0},                     true,  false},
-    {{ 64,  32,  8, 32, 32, 8,  4}, {kAsync,  4, 8, true,  false, 0},                     true,  false},
-    {{ 32,  64,  8, 32, 32, 8,  4}, {kAsync,  4, 8, true,  false, 0},                     true,  false},
 };
 inline constexpr int kNumKernelConfigs = sizeof(kKernelConfigs) / sizeof(kKernelConfigs[0]);
 
