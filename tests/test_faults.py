@@ -310,8 +310,17 @@ def compute_sanitizer():
     return found
 
 
+# Measured on the H200 at 928cebc: the cp.async kernels copy an edge tile's last 16-byte chunk
+# whole (cp.async with the bytes past the row's end zero-filled), and memcheck counts all 16
+# bytes as read; an operand whose last row ends before its chunk does (a 1 x 1 B, one line, so
+# vec4_ok takes any ld as aligned) then reads past its allocation (issue 23; docs/performance.md,
+# step 38).
+CHUNK_PAST_ONE_LINE = pytest.mark.xfail(
+    strict=True, reason="cp.async 16-byte edge chunks read past one-line operands (memcheck, 928cebc; issue 23)")
+
+
 @gpu
-@pytest.mark.parametrize("family", ["tiled_", "async_"])
+@pytest.mark.parametrize("family", ["tiled_", pytest.param("async_", marks=CHUNK_PAST_ONE_LINE)])
 def test_edge_tiles_read_nothing_past_the_operands(family):
     # Rows of A past M and columns of B past N reach only outputs that are never stored, so a
     # kernel that reads them gives right results and no test of values sees it (9a9c2bb's
