@@ -22,12 +22,15 @@ import torch_vecgemm
 
 
 def operand(rows, cols, layout, storage):
-    """dense, "offset" (misaligned by one float) or "padded" (rows padded to 16 bytes, which
-    the variants built for aligned operands take at any shape)."""
+    """dense, "offset" (misaligned by one float), "padded" (rows padded to 16 bytes, which
+    the variants built for aligned operands take at any shape) or "cut" (rows padded, the
+    storage ending at the last element: its last 16 bytes are not all there, so those
+    variants must refuse it)."""
     inner, outer = (cols, rows) if layout == "r" else (rows, cols)
-    ld = -(-inner // 4) * 4 if storage == "padded" else inner
+    ld = -(-inner // 4) * 4 if storage in ("padded", "cut") else inner
     offset = 1 if storage == "offset" else 0
-    t = torch.randn(outer * ld + offset, device="cuda")[offset:].view(outer, ld)[:, :inner]
+    size = (outer - 1) * ld + inner if storage == "cut" else outer * ld
+    t = torch.randn(size + offset, device="cuda")[offset:].as_strided((outer, inner), (ld, 1))
     return t if layout == "r" else t.t()
 
 
@@ -72,7 +75,7 @@ def main(argv=None):
     variants = [v for v in torch_vecgemm.variants() if args.variants is None or re.search(args.variants, v)]
     assert variants, f"no variant matches {args.variants!r}"
     for variant in variants:
-        cases = [(s, l, o) for s in shapes for l in ("rr", "rc", "cr", "cc") for o in ("dense", "offset", "padded")]
+        cases = [(s, l, o) for s in shapes for l in ("rr", "rc", "cr", "cc") for o in ("dense", "offset", "padded", "cut")]
         for (m, n, k), layout, storage in cases:
             A, B = operand(m, k, layout[0], storage), operand(k, n, layout[1], storage)
             C = torch.randn(m, n, device="cuda")

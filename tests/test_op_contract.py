@@ -241,6 +241,26 @@ def test_cuda_rules_checked_without_a_gpu(A, B, variant, message, rng):
 
 
 @requires_kernels
+def test_aligned_operands_hold_their_last_chunk(rng):
+    # The cp.async kernels copy a row's last 16-byte chunk whole, the floats past the row
+    # zero-filled, so the storage must hold that chunk or the copy names bytes past the
+    # allocation (memcheck found it, issue 23). A single line's leading dimension says
+    # nothing of it. async_128x64x16_s3 has no 4-byte-copy instance.
+    variant, violation = "async_128x64x16_s3", torch_vecgemm._C._kernel_violation
+    A = cpu(rng, 8, 4)
+    padded = cpu(rng, 4, 8)[:, :6]  # rows of 6 at ld 8: the last chunk, floats 28-31, held
+    cut = cpu(rng, 30).as_strided((4, 6), (8, 1))  # the same view of storage ending at float 30
+    assert violation(A, padded, None, variant) is None
+    assert ALIGNED_ONLY in violation(A, cut, None, variant)
+    alone, in_a_chunk = cpu(rng, 1, 1), cpu(rng, 4)[:1].view(1, 1)
+    assert ALIGNED_ONLY in violation(alone, in_a_chunk, None, variant)
+    assert ALIGNED_ONLY in violation(in_a_chunk, alone, None, variant)
+    assert violation(in_a_chunk, in_a_chunk, None, variant) is None
+    # auto takes them all, on the 4-byte copies.
+    assert violation(A, cut, None, "auto") is None and violation(alone, alone, None, "auto") is None
+
+
+@requires_kernels
 @pytest.mark.parametrize(
     "A,B",
     [

@@ -90,10 +90,17 @@ struct AsyncTile {
   }
 
   // Issues the copies of the current K tile into `tile`; k_left: K left in the problem from
-  // the tile's start. What lies outside the checked bounds reads as zero: kCheckX, the rows
-  // (A) or columns (B) past x_left, for a tile on the problem's edge; kCheckK, the K past
-  // k_left, for the tile that holds the remainder of K. Bounds left unchecked are the
-  // caller's guarantee.
+  // the tile's start. Bounds left unchecked are the caller's guarantee.
+  //  - kCheckX, for a tile on the problem's edge: no copy starts past x_left. The rows (A) or
+  //    columns (B) past it reach only outputs that are never stored, so their shared rows
+  //    need no zeros, only a source inside the operand: a copy that would start past x_left
+  //    copies the last chunk that starts inside instead. A 16-byte chunk that x_left cuts is
+  //    copied whole: its floats past x_left lie in the row's padding to its leading
+  //    dimension, or, on the last row, in storage that vec4_ok (plan.cpp) requires. Source
+  //    and size then depend on the thread and x_left only, not on K, so the edge tile's main
+  //    loop costs what the interior's does (docs/performance.md, step 39).
+  //  - kCheckK, for the tile that holds the remainder of K: the K past k_left reads as zero,
+  //    which every row needs.
   template <bool kCheckX, bool kCheckK>
   __device__ __forceinline__ void copy(float* tile, int k_left) const {
 #pragma unroll
@@ -101,14 +108,14 @@ struct AsyncTile {
       if (kPartial && i * kThreads + int(tid()) >= kCopies) continue;
       int x, k;
       coords(i, x, k);
-      const float* p = kKContiguous ? src + x * ld + k : src + k * ld + x;
       float* d = tile + k * kStride + x;
+      if (kCheckX) x = min(x, (x_left - 1) / kWidth * kWidth);
       int bytes = 4 * kWidth;
-      if (kCheckX) bytes = kKContiguous ? (x < x_left ? 4 : 0) : max(0, min(kWidth, x_left - x)) * 4;
+      const float* p = kKContiguous ? src + x * ld + k : src + k * ld + x;
       if (kCheckK && k >= k_left) bytes = 0;
       // A zero-byte copy reads nothing but still names an address: the tile's origin,
       // which is inside the problem.
-      if ((kCheckX || kCheckK) && bytes == 0) p = src;
+      if (kCheckK && bytes == 0) p = src;
       if (kWidth == 1)
         cp_async4(d, p, bytes);
       else

@@ -114,7 +114,8 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
     const Problem problem = problem_of(A, B, false);
     if (!kKernelConfigs[fixed->config].scalar && !(problem.a_vec4 && problem.b_vec4))
       return "variant " + name + " is built for 16-byte aligned operands only (pointer, leading dimension "
-             "and batch stride multiples of 4 floats)";
+             "and batch stride multiples of 4 floats, storage holding the last row's last 4 floats whole); "
+             "use variant='auto'";
   }
   return std::nullopt;
 }

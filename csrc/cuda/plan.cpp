@@ -42,11 +42,19 @@ Layout other(Layout l) { return l == Layout::RowMajor ? Layout::ColMajor : Layou
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// Every K-or-MN vector of the operand is 16-byte aligned: pointer, leading dimension and
-// batch stride all multiples of four floats.
+// Every K-or-MN vector of the operand is 16-byte aligned (pointer, leading dimension and
+// batch stride all multiples of four floats), and the storage holds the last vector's last
+// 16-byte chunk whole. The cp.async kernels copy a vector's last chunk with one 16-byte
+// copy, the floats past the vector zero-filled, and memcheck counts the copy's source whole:
+// an operand whose storage ends inside that chunk (one line of 1-3 floats, whose leading
+// dimension says nothing, or a view that ends mid-chunk) takes the 4-byte copies instead.
 bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
   const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
-  return aligned16(t.data_ptr()) && s.ld % 4 == 0 && batch_stride % 4 == 0;
+  if (!aligned16(t.data_ptr()) || s.ld % 4 != 0 || batch_stride % 4 != 0) return false;
+  int64_t last = 0;  // the last element's offset from the data pointer, in floats
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const int64_t held = int64_t(t.storage().nbytes() / sizeof(float)) - t.storage_offset();
+  return (last / 4 + 1) * 4 <= held;
 }
 
 // The copies the cost model says pay, into `plan` (copy_a, copy_b, key); none for small

@@ -33,7 +33,10 @@ namespace vecgemm {
 // copies every other tile unchecked whatever K is. Where K is not a multiple of BK, which
 // is most problems too small for auto to pad K (plan.cpp), a block would otherwise check
 // every copy (docs/performance.md, step 37). kCheckX: the block's tile reaches past the
-// problem's last row or column, so its copies check rows of A and columns of B.
+// problem's last row or column, so its copies keep their sources inside the operands
+// (AsyncTile::copy). Its loop has as many instructions as the interior's; one instance for
+// both would keep the clamp in the interior's loop too (1-5 more a K tile in the SASS of
+// step 39).
 template <class S, bool kCheckX, class TileA, class TileB>
 __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, float (*As)[TileA::kFloats],
                                                float (*Bs)[TileB::kFloats], int k_len, int a_row, int b_col,

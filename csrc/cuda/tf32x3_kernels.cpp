@@ -51,7 +51,8 @@ namespace {
 Reason refuses_storage(const char* row, const ProblemKey& key) {
   if (key.la == Layout::RowMajor && key.lb == Layout::ColMajor && key.vec4) return std::nullopt;
   return std::string(row) + " takes row-major A and column-major B, both 16-byte aligned (pointer, leading "
-         "dimension and batch stride multiples of 4 floats)";
+         "dimension and batch stride multiples of 4 floats, storage holding the last row's last 4 floats "
+         "whole)";
 }
 }  // namespace
 
