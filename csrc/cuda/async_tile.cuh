@@ -101,21 +101,28 @@ struct AsyncTile {
   //    loop costs what the interior's does (docs/performance.md, step 39).
   //  - kCheckK, for the tile that holds the remainder of K: the K past k_left reads as zero,
   //    which every row needs.
-  template <bool kCheckX, bool kCheckK>
+  // EXPERIMENT (step 39): kEdge 0 interior, 1 zero-fill per copy (928cebc), 2 clamp
+  // (8f62ae9), 3 hybrid: X-contiguous threads past x_left skip, K-contiguous rows clamp.
+  template <int kEdge, bool kCheckK>
   __device__ __forceinline__ void copy(float* tile, int k_left) const {
+    if constexpr (kEdge == 3 && !kKContiguous) {
+      static_assert(kThreads % (BX / kWidth) == 0, "a thread's X is the same in every copy");
+      int x0, k0;
+      coords(0, x0, k0);
+      if (x0 >= x_left) return;
+    }
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
       if (kPartial && i * kThreads + int(tid()) >= kCopies) continue;
       int x, k;
       coords(i, x, k);
       float* d = tile + k * kStride + x;
-      if (kCheckX) x = min(x, (x_left - 1) / kWidth * kWidth);
+      if (kEdge == 2 || (kEdge == 3 && kKContiguous)) x = min(x, (x_left - 1) / kWidth * kWidth);
       int bytes = 4 * kWidth;
+      if (kEdge == 1) bytes = kKContiguous ? (x < x_left ? 4 : 0) : max(0, min(kWidth, x_left - x)) * 4;
       const float* p = kKContiguous ? src + x * ld + k : src + k * ld + x;
       if (kCheckK && k >= k_left) bytes = 0;
-      // A zero-byte copy reads nothing but still names an address: the tile's origin,
-      // which is inside the problem.
-      if (kCheckK && bytes == 0) p = src;
+      if ((kEdge == 1 || kCheckK) && bytes == 0) p = src;
       if (kWidth == 1)
         cp_async4(d, p, bytes);
       else
