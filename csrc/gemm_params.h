@@ -41,7 +41,6 @@ struct GemmParams {
   float* workspace;
   // Whether the epilogue may move C and D four elements at a time (16-byte aligned rows).
   bool c_vec4, d_vec4;
-  int edge_mode;  // EXPERIMENT (step 39): the cp.async edge copies, VECGEMM_EDGE_MODE
 };
 
 // The stream-K tail (sgemm_stream_k.cuh): the tiles first_tile .. first_tile + tiles - 1

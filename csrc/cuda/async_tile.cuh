@@ -65,6 +65,7 @@ struct AsyncTile {
   static_assert(!kKContiguous || (BK % kKRun == 0 && kThreads % kKRun == 0 && BX % (kThreads / kKRun) == 0),
                 "K-contiguous tiles: BK a multiple of 8, whole rows per pass");
   static_assert(kKContiguous || BX % kWidth == 0, "whole chunks along X");
+  static_assert(kKContiguous || kThreads % (BX / kWidth) == 0, "an X-contiguous thread keeps its X");
   static_assert(kStride % 4 == 0, "shared rows stay 16-byte aligned");
 
   const float* src;  // element (x = 0, k = 0) of the current K tile
@@ -91,25 +92,24 @@ struct AsyncTile {
 
   // Issues the copies of the current K tile into `tile`; k_left: K left in the problem from
   // the tile's start. Bounds left unchecked are the caller's guarantee.
-  //  - kCheckX, for a tile on the problem's edge: no copy starts past x_left. The rows (A) or
-  //    columns (B) past it reach only outputs that are never stored, so their shared rows
-  //    need no zeros, only a source inside the operand: a copy that would start past x_left
-  //    copies the last chunk that starts inside instead. A 16-byte chunk that x_left cuts is
-  //    copied whole: its floats past x_left lie in the row's padding to its leading
-  //    dimension, or, on the last row, in storage that vec4_ok (plan.cpp) requires. Source
-  //    and size then depend on the thread and x_left only, not on K, so the edge tile's main
-  //    loop costs what the interior's does (docs/performance.md, step 39).
+  //  - kCheckX, for a tile on the problem's edge: nothing past x_left is read. The rows (A)
+  //    or columns (B) past it reach only outputs that are never stored, so their shared rows
+  //    need no zeros. An X-contiguous thread keeps one X in every copy: past x_left it
+  //    copies nothing (one test a tile, outside the copies), and a 16-byte chunk that x_left
+  //    cuts is copied whole, its floats past x_left lying in the row's padding to its
+  //    leading dimension or, on the last row, in storage that vec4_ok (plan.cpp) requires.
+  //    A K-contiguous thread's rows change from copy to copy: a row past x_left copies the
+  //    last row instead (a few lanes of a warp on one sector). Neither costs the main loop
+  //    a test per copy. Clamping the X-contiguous copies too put whole warps on one address,
+  //    which made the 4-byte copies up to 1.5x slower (docs/performance.md, step 39).
   //  - kCheckK, for the tile that holds the remainder of K: the K past k_left reads as zero,
   //    which every row needs.
-  // EXPERIMENT (step 39): kEdge 0 interior, 1 zero-fill per copy (928cebc), 2 clamp
-  // (8f62ae9), 3 hybrid: X-contiguous threads past x_left skip, K-contiguous rows clamp.
-  template <int kEdge, bool kCheckK>
+  template <bool kCheckX, bool kCheckK>
   __device__ __forceinline__ void copy(float* tile, int k_left) const {
-    if constexpr (kEdge == 3 && !kKContiguous) {
-      static_assert(kThreads % (BX / kWidth) == 0, "a thread's X is the same in every copy");
-      int x0, k0;
-      coords(0, x0, k0);
-      if (x0 >= x_left) return;
+    if constexpr (kCheckX && !kKContiguous) {
+      int x, k;
+      coords(0, x, k);
+      if (x >= x_left) return;
     }
 #pragma unroll
     for (int i = 0; i < kIters; ++i) {
@@ -117,12 +117,13 @@ struct AsyncTile {
       int x, k;
       coords(i, x, k);
       float* d = tile + k * kStride + x;
-      if (kEdge == 2 || (kEdge == 3 && kKContiguous)) x = min(x, (x_left - 1) / kWidth * kWidth);
-      int bytes = 4 * kWidth;
-      if (kEdge == 1) bytes = kKContiguous ? (x < x_left ? 4 : 0) : max(0, min(kWidth, x_left - x)) * 4;
+      if (kCheckX && kKContiguous) x = min(x, x_left - 1);
       const float* p = kKContiguous ? src + x * ld + k : src + k * ld + x;
+      int bytes = 4 * kWidth;
       if (kCheckK && k >= k_left) bytes = 0;
-      if ((kEdge == 1 || kCheckK) && bytes == 0) p = src;
+      // A zero-byte copy reads nothing but still names an address: the tile's origin,
+      // which is inside the problem.
+      if (kCheckK && bytes == 0) p = src;
       if (kWidth == 1)
         cp_async4(d, p, bytes);
       else

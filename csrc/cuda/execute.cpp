@@ -5,7 +5,6 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 
 #include "autotune.h"
@@ -59,11 +58,6 @@ GemmParams operand_params(const at::Tensor& A, const at::Tensor& B, double alpha
   p.b = Operand{B.data_ptr<float>(), storage_of(B)->ld, B.dim() == 3 ? B.stride(0) : 0};
   p.alpha = float(alpha);
   p.k_splits = 1, p.k_slice = p.k;
-  static const int edge_mode = [] {  // EXPERIMENT (step 39)
-    const char* v = std::getenv("VECGEMM_EDGE_MODE");
-    return v ? std::atoi(v) : 2;
-  }();
-  p.edge_mode = edge_mode;
   return p;
 }
 

@@ -34,10 +34,9 @@ namespace vecgemm {
 // is most problems too small for auto to pad K (plan.cpp), a block would otherwise check
 // every copy (docs/performance.md, step 37). kCheckX: the block's tile reaches past the
 // problem's last row or column, so its copies keep their sources inside the operands
-// (AsyncTile::copy). Its loop has as many instructions as the interior's; one instance for
-// both would keep the clamp in the interior's loop too (1-5 more a K tile in the SASS of
-// step 39).
-template <class S, int kEdge, class TileA, class TileB>
+// (AsyncTile::copy), at 0-11 instructions a K tile more than the interior's loop (step 39);
+// an instance for both would put that in the interior's loop too.
+template <class S, bool kCheckX, class TileA, class TileB>
 __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, float (*As)[TileA::kFloats],
                                                float (*Bs)[TileB::kFloats], int k_len, int a_row, int b_col,
                                                float (&acc)[S::TM][S::TN]) {
@@ -45,8 +44,8 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
   const int tiles = (k_len + S::BK - 1) / S::BK;
   if (tiles > 0) {
     const int first = k_len - (tiles - 1) * S::BK;
-    tile_a.template copy<kEdge, true>(As[0], first);
-    tile_b.template copy<kEdge, true>(Bs[0], first);
+    tile_a.template copy<kCheckX, true>(As[0], first);
+    tile_b.template copy<kCheckX, true>(Bs[0], first);
     tile_a.advance(first);
     tile_b.advance(first);
   }
@@ -54,8 +53,8 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
   int next = 1, next_stage = 1;  // the next tile to copy, and its stage
   auto copy_next = [&]() {
     if (next < tiles) {
-      tile_a.template copy<kEdge, false>(As[next_stage], S::BK);
-      tile_b.template copy<kEdge, false>(Bs[next_stage], S::BK);
+      tile_a.template copy<kCheckX, false>(As[next_stage], S::BK);
+      tile_b.template copy<kCheckX, false>(Bs[next_stage], S::BK);
       tile_a.advance(S::BK);
       tile_b.advance(S::BK);
     }
@@ -114,13 +113,9 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const 
   float acc[S::TM][S::TN];
   zero<S>(acc);
   if (blk.inside(p))
-    async_mainloop<S, 0>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
-  else if (p.edge_mode == 1)
-    async_mainloop<S, 1>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
-  else if (p.edge_mode == 3)
-    async_mainloop<S, 3>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
+    async_mainloop<S, false>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   else
-    async_mainloop<S, 2>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
+    async_mainloop<S, true>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   store_accumulators(p, blk, acc);
 }
 
