@@ -242,10 +242,10 @@ def test_cuda_rules_checked_without_a_gpu(A, B, variant, message, rng):
 
 @requires_kernels
 def test_aligned_operands_hold_their_last_chunk(rng):
-    # The cp.async kernels copy a row's last 16-byte chunk whole, the floats past the row
-    # zero-filled, so the storage must hold that chunk or the copy names bytes past the
-    # allocation (memcheck found it, issue 23). A single line's leading dimension says
-    # nothing of it. async_128x64x16_s3 has no 4-byte-copy instance.
+    # The cp.async kernels copy the 16-byte chunk that a tile's edge cuts whole, so the
+    # storage must hold a row's last chunk or the copy reads past the allocation (memcheck
+    # found it, issue 23). A single line's leading dimension says nothing of it.
+    # async_128x64x16_s3 has no 4-byte-copy instance.
     variant, violation = "async_128x64x16_s3", torch_vecgemm._C._kernel_violation
     A = cpu(rng, 8, 4)
     padded = cpu(rng, 4, 8)[:, :6]  # rows of 6 at ld 8: the last chunk, floats 28-31, held

@@ -44,10 +44,10 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // Every K-or-MN vector of the operand is 16-byte aligned (pointer, leading dimension and
 // batch stride all multiples of four floats), and the storage holds the last vector's last
-// 16-byte chunk whole. The cp.async kernels copy a vector's last chunk with one 16-byte
-// copy, the floats past the vector zero-filled, and memcheck counts the copy's source whole:
-// an operand whose storage ends inside that chunk (one line of 1-3 floats, whose leading
-// dimension says nothing, or a view that ends mid-chunk) takes the 4-byte copies instead.
+// 16-byte chunk whole. The cp.async kernels copy the chunk that a tile's edge cuts whole,
+// reading the floats past the vector (AsyncTile::copy): an operand whose storage ends inside
+// that chunk (one line of 1-3 floats, whose leading dimension says nothing, or a view that
+// ends mid-chunk) takes the 4-byte copies instead.
 bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
   const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
   if (!aligned16(t.data_ptr()) || s.ld % 4 != 0 || batch_stride % 4 != 0) return false;
