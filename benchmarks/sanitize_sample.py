@@ -40,9 +40,7 @@ def main(argv=None):
     ap.add_argument("--variants", metavar="REGEX", help="only the edge shapes of the variants whose names match")
     args = ap.parse_args(argv)
     stream_k_only = args.stream_k_only
-    # The last: K whole, M and N ragged past a tile (edge tiles moved inside, unchecked).
-    shapes = [(1, 1, 1), (5, 7, 3), (129, 65, 9), (33, 130, 17), (200, 3, 40), (64, 64, 1000), (1, 130, 37), (70, 1, 300),
-              (130, 131, 32)]
+    shapes = [(1, 1, 1), (5, 7, 3), (129, 65, 9), (33, 130, 17), (200, 3, 40), (64, 64, 1000), (1, 130, 37), (70, 1, 300)]
     failures = launches = 0
 
     def check(label, out, ref, scale):

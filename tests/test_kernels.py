@@ -125,29 +125,6 @@ def test_inplace_layouts(variant, rng):
             assert (D.double() - expected).abs().max() < 1e-3
 
 
-@pytest.mark.parametrize("variant", ["auto"] + TILINGS)
-@pytest.mark.parametrize("layout", LAYOUTS)
-def test_edge_tiles_moved_inside(variant, layout, rng):
-    # K a multiple of every BK, M and N ragged but at least a tile long: register-staged
-    # tilings move their edge tiles back inside the problem and run them without bounds
-    # checks, storing only their own rows and columns (BlockTile::move_inside). Dense operands
-    # (odd rows: 4-byte loads, exact moves) and aligned ones (16-byte loads: moves rounded to
-    # 4, reaching into the last chunk); C updated in place through rows of whole 16-byte
-    # groups (each element read and written once, or beta applies twice); a long K that the
-    # planner splits (partial sums).
-    for m, n, k in [(261, 259, 64), (135, 260, 32), (258, 133, 2048)]:
-        dense = make_operand(rng, m, k, layout[0]), make_operand(rng, k, n, layout[1])
-        aligned = aligned_operand(rng, m, k, layout[0]), aligned_operand(rng, k, n, layout[1])
-        for A, B in (dense, aligned):
-            C = make_operand(rng, m, n, "r", ld_pad=-n % 4 or 4)
-            if not takes(A, B, C, variant):
-                continue
-            assert_gemm_close(run_strict(A, B, C, 1.5, -0.5, variant), A, B, C, 1.5, -0.5)
-            D, C0 = C.clone(), C.clone()
-            ops.sgemm_(D, A, B, 1.0, 1.0, variant)
-            assert_gemm_close(D, A, B, C0, 1.0, 1.0)
-
-
 @pytest.mark.parametrize("batch_b", ["full", "broadcast"])
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_batched(batch_b, layout, rng):

@@ -41,7 +41,7 @@ __host__ __device__ __forceinline__ void tile_origin(int m, int n, int bm, int b
 
 template <class S>
 struct BlockTile {
-  int m0, n0;          // the block's tile: the rows and columns it computes
+  int m0, n0;          // the block's output tile
   int batch, split;    // blockIdx.z = batch * k_splits + split
   int k_begin, k_len;  // this split's K range
   // Fragment f of the thread covers rows a_row + f * kLanesM * 4 + [0, 4) of the block
@@ -78,50 +78,12 @@ struct BlockTile {
     b_col = (warp % S::kWarpsN) * S::WN + (lane % S::kLanesN) * 4;
   }
 
-  // The first row and column the block stores: its tile's origin before a move (below), the
-  // multiple of the tile's size that a move leaves less than a tile ahead. Derived rather
-  // than kept, so that nothing more stays live across the main loop.
-  __device__ __forceinline__ int m_first() const { return (m0 + S::BM - 1) / S::BM * S::BM; }
-  __device__ __forceinline__ int n_first() const { return (n0 + S::BN - 1) / S::BN * S::BN; }
-
-  // An edge tile moved back over its neighbour's rows (columns) until it ends at the
-  // problem's edge, where the problem is at least a tile long that way: the block then reads
-  // nothing past the operands, so it can run the main loop without bounds checks
-  // (loads_inside), and it stores only its own rows and columns (from m_first(),
-  // n_first()). Its results for the neighbour's rows are computed twice, by the same FFMAs
-  // in the same order, and stored once. Where A's rows are its contiguous dimension, 16-byte
-  // loads need the move to a multiple of 4 rows: the tile then reaches up to 3 rows past M,
-  // inside each column's last 16-byte chunk, which vec4_ok (plan.cpp) guarantees is in
-  // storage. Columns move only by multiples of 4, so that each thread's groups of 4 output
-  // columns are the block's own or its neighbour's, never both: past N only on the same
-  // terms as A's rows (B's rows loaded 16 bytes at a time), elsewhere only where N - BN is a
-  // multiple of 4 (otherwise the tile stays, on the checked loop).
-  template <Layout LA, Layout LB, int VEC>
-  __device__ __forceinline__ void move_inside(const GemmParams& p) {
-    if (m0 + S::BM > p.m && p.m >= S::BM) {
-      const int back = p.m - S::BM;
-      m0 = LA == Layout::ColMajor ? (back + VEC - 1) / VEC * VEC : back;
-    }
-    if (n0 + S::BN > p.n && p.n >= S::BN) {
-      const int back = p.n - S::BN, aligned = (back + 3) / 4 * 4;
-      if (aligned == back || (LB == Layout::RowMajor && VEC == 4)) n0 = aligned;
-    }
-  }
-
-  // Whether every load of the tile lies inside the operands: the tile inside the problem, or
-  // reaching past it only within the last 16-byte chunk of A's columns or B's rows (above).
-  template <Layout LA, Layout LB, int VEC>
-  __device__ __forceinline__ bool loads_inside(const GemmParams& p) const {
-    const bool chunks_a = LA == Layout::ColMajor && VEC == 4, chunks_b = LB == Layout::RowMajor && VEC == 4;
-    return m0 + S::BM <= (chunks_a ? (p.m + 3) / 4 * 4 : p.m) && n0 + S::BN <= (chunks_b ? (p.n + 3) / 4 * 4 : p.n);
-  }
-
   // Whether the block's tile lies inside the problem (its rows of A and columns of B need
   // no bounds checks).
   __device__ __forceinline__ bool inside(const GemmParams& p) const { return m0 + S::BM <= p.m && n0 + S::BN <= p.n; }
   // Whether the register-staged kernel's loads need no bounds checks: the tile inside and
-  // its K range whole K tiles (a K that is not a multiple of BK makes it false for all, which
-  // is why auto pads K: plan.cpp).
+  // its K range whole K tiles (true of nearly all blocks of a large problem; a K that is not
+  // a multiple of BK makes it false for all, which is why auto pads K: plan.cpp).
   __device__ __forceinline__ bool unchecked(const GemmParams& p) const {
     return m0 + S::BM <= p.m && n0 + S::BN <= p.n && k_len % S::BK == 0;
   }
@@ -296,8 +258,6 @@ __device__ __forceinline__ void store_accumulators_staged(const GemmParams& p, c
           const int row = warp_row + fm * S::kLanesM * 4 + (e / kRun) * 4 + i;
           const int col = warp_col + fn * kRun + e % kRun;
           if (row >= p.m || col >= p.n) continue;
-          if constexpr (S::kMoveEdges)
-            if (row < blk.m_first() || col < blk.n_first()) continue;
           float out = alpha * buf[e];
           if (c != nullptr) out += p.beta * c[row * p.c_row_stride + col * p.c_col_stride];
           dst[row * ld + col] = out;
@@ -331,13 +291,9 @@ __device__ __forceinline__ void store_accumulators(const GemmParams& p, const Bl
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int row = blk.m0 + blk.a_row + fm * S::kLanesM * 4 + i;
-      if constexpr (S::kMoveEdges)
-        if (row < blk.m_first()) continue;  // a moved tile's neighbour's row
 #pragma unroll
       for (int fn = 0; fn < S::kFragsN; ++fn) {
         const int col = blk.n0 + blk.b_col + fn * S::kLanesN * 4;
-        if constexpr (S::kMoveEdges)
-          if (col < blk.n_first()) continue;
         const float v[4] = {acc[fm * 4 + i][fn * 4 + 0], acc[fm * 4 + i][fn * 4 + 1],
                             acc[fm * 4 + i][fn * 4 + 2], acc[fm * 4 + i][fn * 4 + 3]};
         if (p.k_splits == 1) {

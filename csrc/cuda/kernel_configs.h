@@ -42,12 +42,6 @@ struct MainloopConfig {
   bool prefetch;   // fragments of the next K step loaded during the current one's FFMAs
   bool steer;      // register banks steered for the FFMAs (register-staged only)
   int pin_loads;   // storage orders whose next-tile loads are held at the tile's start
-  // Edge tiles moved back inside the problem so that they load unchecked (register-staged
-  // only: BlockTile::move_inside). Off where ptxas then allocates the main loops worse: for
-  // t816, whose loops the SASS rewrite finds by their fingerprints, which no longer match
-  // (the new loops await validation: docs/performance.md, open question 7), and for 64 x 128
-  // x 8, whose loops then spill (cr: 28-29 spill instructions a K tile, none before).
-  bool move_edges;
 };
 
 struct KernelConfig {
@@ -69,32 +63,30 @@ inline constexpr MainloopFamily kAsync = MainloopFamily::CpAsync;
 // the latency of their loads rather than throughput (cost_model.cpp, latency_ns); 32 x 32
 // (two warps) for outputs of a few tiles, which then need fewer K splits to fill the GPU.
 inline constexpr KernelConfig kKernelConfigs[] = {
-    //  bm   bn  bk  wm  wn tm  tn   family  st minb pref  steer  pin                     move    scalar stream_k
-    {{128, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 2, true,  false, kCR,                    true},  true,  false},
-    {{128, 128, 16, 32, 64, 8,  8}, {kStaged, 2, 1, true,  false, kRR | kRC | kCR | kCC,  true},  true,  false},
-    {{128, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 2, true,  false, kCR | kCC,              false}, false, true},
-    {{256, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 1, true,  false, 0,                      true},  false, false},
-    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCR,              true},  false, false},
-    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC,                    true},  false, false},
-    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCC,              false}, false, false},
-    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC,                    false}, false, false},
-    {{ 64,  64,  8, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0,                      true},  true,  false},
-    {{ 32, 128, 16, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0,                      true},  false, false},
-    {{128,  64, 16, 32, 64, 8,  8}, {kAsync,  3, 4, false, false, 0,                      false}, false, false},
-    {{ 64,  64,  8, 32, 32, 8,  4}, {kAsync,  4, 4, true,  false, 0,                      false}, true,  false},
-    {{128, 128,  8, 64, 64, 8, 16}, {kAsync,  4, 2, true,  false, 0,                      false}, false, false},
-    {{256, 128,  8, 64, 64, 8, 16}, {kAsync,  3, 1, true,  false, 0,                      false}, false, false},
-    {{ 32,  32, 16, 32, 16, 4,  4}, {kAsync,  4, 8, true,  false, 0,                      false}, true,  false},
+    //  bm   bn  bk  wm  wn tm  tn   family  st minb pref   steer  pin                    scalar stream_k
+    {{128, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 2, true,  false, kCR},                   true,  false},
+    {{128, 128, 16, 32, 64, 8,  8}, {kStaged, 2, 1, true,  false, kRR | kRC | kCR | kCC}, true,  false},
+    {{128, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 2, true,  false, kCR | kCC},             false, true},
+    {{256, 128,  8, 64, 64, 8, 16}, {kStaged, 2, 1, true,  false, 0},                     false, false},
+    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCR},             false, false},
+    {{128,  64,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC},                   false, false},
+    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, false, kRC | kCC},             false, false},
+    {{ 64, 128,  8, 32, 64, 8,  8}, {kStaged, 2, 4, false, true,  kCC},                   false, false},
+    {{ 64,  64,  8, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0},                     true,  false},
+    {{ 32, 128, 16, 32, 32, 8,  4}, {kStaged, 2, 4, true,  false, 0},                     false, false},
+    {{128,  64, 16, 32, 64, 8,  8}, {kAsync,  3, 4, false, false, 0},                     false, false},
+    {{ 64,  64,  8, 32, 32, 8,  4}, {kAsync,  4, 4, true,  false, 0},                     true,  false},
+    {{128, 128,  8, 64, 64, 8, 16}, {kAsync,  4, 2, true,  false, 0},                     false, false},
+    {{256, 128,  8, 64, 64, 8, 16}, {kAsync,  3, 1, true,  false, 0},                     false, false},
+    {{ 32,  32, 16, 32, 16, 4,  4}, {kAsync,  4, 8, true,  false, 0},                     true,  false},
 };
 inline constexpr int kNumKernelConfigs = sizeof(kKernelConfigs) / sizeof(kKernelConfigs[0]);
 
 // The rules a row must keep; a row that breaks one does not compile.
 constexpr bool valid(const KernelConfig& c) {
   const MainloopConfig& m = c.mainloop;
-  // cp.async: copies land in place (no swapped pairs), no staging registers, edge copies
-  // that need no move (async_tile.cuh)
-  if (m.family == kAsync)
-    return m.stages >= 2 && !m.steer && m.pin_loads == 0 && !m.move_edges && !c.stream_k;
+  if (m.family == kAsync)  // copies land in place (no swapped pairs), no staging registers
+    return m.stages >= 2 && !m.steer && m.pin_loads == 0 && !c.stream_k;
   return m.stages == 2 && (!c.stream_k || !m.steer);  // the tail stores the accumulators themselves
 }
 constexpr bool all_valid() {

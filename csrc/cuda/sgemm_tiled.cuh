@@ -6,8 +6,7 @@
 //  - two shared-memory stages with register prefetch: the loads of tile t+1 are issued
 //    before the arithmetic on tile t and one barrier per K tile suffices; optionally
 //    (kPrefetchFragments) the fragments of each K step load during the previous step;
-//  - any M, N, K (edge tiles moved back inside the problem where it is a tile long, so that
-//    they load unchecked; predicated, zero-filling loads otherwise; masked stores), both storage orders
+//  - any M, N, K (predicated, zero-filling loads and masked stores), both storage orders
 //    of A and B (LA, LB), any alignment (VEC), batches and split-K (blockIdx.z), and
 //    64-bit offsets throughout;
 //  - grouped rasterization, so blocks running together share panels of A and B in L2.
@@ -81,12 +80,9 @@ __device__ __forceinline__ void block_product(const GemmParams& p, const BlockTi
   LoaderB load_b(blk.template b_panel<LB>(p), p.b.ld, p.n - blk.n0);
   zero<S>(acc);
   constexpr bool kPin = (S::kPinLoadsMask >> order_index(LA, LB)) & 1;
-  // Blocks whose loads all lie inside the operands, over whole K tiles, take a copy of the
-  // main loop without bounds checks; the others take the checked copy: edge tiles that were
-  // not moved (BlockTile::move_inside), and every block where K is not a multiple of BK.
-  const bool unchecked =
-      S::kMoveEdges ? blk.template loads_inside<LA, LB, VEC>(p) && blk.k_len % S::BK == 0 : blk.unchecked(p);
-  if (unchecked)
+  // Interior blocks, nearly all of a large problem, take a copy of the main loop whose loads
+  // carry no bounds checks; edge blocks take the checked copy.
+  if (blk.unchecked(p))
     mainloop<S, false, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   else
     mainloop<S, true, kPin>(load_a, load_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
@@ -99,8 +95,7 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
   __shared__ __align__(16) float As[2][S::BK * S::kAsStride];
   __shared__ __align__(16) float Bs[2][S::BK * S::kBsStride];
   allow_dependents();  // a split-K reduction after it may launch now (dependent_launch.cuh)
-  BlockTile<S> blk(p, kEdgesLast);
-  if constexpr (S::kMoveEdges) blk.template move_inside<LA, LB, VEC>(p);
+  const BlockTile<S> blk(p, kEdgesLast);
   float acc[S::TM][S::TN];
   block_product<S, LA, LB, VEC>(p, blk, As, Bs, acc);
   store_accumulators(p, blk, acc);

@@ -21,8 +21,7 @@ using TileOf = TileShape<kKernelConfigs[I].tiling.bm, kKernelConfigs[I].tiling.b
                          kKernelConfigs[I].tiling.tn>;
 template <int I>
 using PolicyOf = MainloopPolicy<kKernelConfigs[I].mainloop.min_blocks, kKernelConfigs[I].mainloop.prefetch,
-                                kKernelConfigs[I].mainloop.steer, kKernelConfigs[I].mainloop.pin_loads,
-                                kKernelConfigs[I].mainloop.move_edges>;
+                                kKernelConfigs[I].mainloop.steer, kKernelConfigs[I].mainloop.pin_loads>;
 template <int I>
 using ShapeOf = KernelShape<TileOf<I>, PolicyOf<I>>;
 

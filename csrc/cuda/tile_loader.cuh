@@ -7,11 +7,9 @@
 // row-major B: a straight vector copy) or K (row-major A, column-major B: the seed's
 // transpose, a vector load scattered into VEC rows by scalar stores).
 //
-// Tiles whose loads are all inside the operands (interior tiles, and edge tiles moved back
-// inside: BlockTile::move_inside) load without checks (load<false>). In the others (a K
-// that is not a multiple of BK, a problem narrower than a tile) every element is
-// bounds-checked against the rows and K left in the problem and zero-filled outside it, so
-// it contributes nothing.
+// In edge tiles every element is bounds-checked against the rows and K left in the
+// problem and zero-filled outside it, so it contributes nothing; interior tiles load
+// without checks (load<false>).
 //
 // kSwapPairs: element x of a shared row is stored at x ^ 1 (TileShape::kSteerBanks says why).
 #pragma once

@@ -33,7 +33,7 @@ struct TileShape {
 };
 
 // How the main loop of the tiled kernels runs (kernel_configs.h says, per row, which).
-template <int MIN_BLOCKS, bool PREFETCH, bool STEER, int PIN_LOADS, bool MOVE_EDGES>
+template <int MIN_BLOCKS, bool PREFETCH, bool STEER, int PIN_LOADS>
 struct MainloopPolicy {
   static constexpr int kMinBlocks = MIN_BLOCKS;  // per SM, for __launch_bounds__
   // Load the fragments of K step kk + 1 from shared memory while step kk's FFMAs run, and
@@ -51,8 +51,6 @@ struct MainloopPolicy {
   // The register-staged kernel's next-tile loads held at the start of the tile (mainloop,
   // sgemm_tiled.cuh), per storage order: bit order_index(LA, LB) (kernel_configs.h).
   static constexpr int kPinLoadsMask = PIN_LOADS;
-  // Edge tiles moved back inside the problem, to load unchecked (BlockTile::move_inside).
-  static constexpr bool kMoveEdges = MOVE_EDGES;
 };
 
 template <class Tile, class Policy>

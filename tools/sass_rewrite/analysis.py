@@ -23,15 +23,13 @@ def category(op):
 
 def demangle_short(name):
     """A kernel's mangled name as a short label (tiling, policy, storage orders, vector width)."""
-    # KernelShape<TileShape<BM, BN, BK, WM, WN, TM, TN>, MainloopPolicy<MINB, PREFETCH, STEER, PIN, MOVE>>
-    # (MOVE absent in libraries built before it)
+    # KernelShape<TileShape<BM, BN, BK, WM, WN, TM, TN>, MainloopPolicy<MINB, PREFETCH, STEER, PIN>>
     shape = (r"KernelShapeINS_9TileShapeILi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)ELi(\d+)EEENS_14"
-             r"MainloopPolicyILi(\d+)ELb(\d)ELb(\d)ELi(\d+)E(?:Lb(\d)E)?EEE")
+             r"MainloopPolicyILi(\d+)ELb(\d)ELb(\d)ELi(\d+)EEEE")
 
-    def tiling(bm, bn, bk, wm, wn, tm, tn, minb, pf, steer, pin, move):
+    def tiling(bm, bn, bk, wm, wn, tm, tn, minb, pf, steer, pin):
         return (f"{bm}x{bn}x{bk} w{wm}x{wn} t{tm}x{tn} minb{minb}{' prefetch' if pf == '1' else ''}"
-                f"{' steer' if steer == '1' else ''}{f' pin{pin}' if pin != '0' else ''}"
-                f"{' move' if move == '1' else ''}")
+                f"{' steer' if steer == '1' else ''}{f' pin{pin}' if pin != '0' else ''}")
 
     m = re.search(r"sgemm_tiledINS_11" + shape + r"ELNS_6LayoutE(\d)ELS\d_(\d)ELi(\d)", name)
     if m:
