@@ -34,7 +34,12 @@ def key_as_given(A, B):
     def order_and_aligned(t):
         row_major = t.size(-1) == 1 or t.stride(-1) == 1
         ld = t.stride(-2) if row_major else t.stride(-1)
-        return "r" if row_major else "c", t.data_ptr() % 16 == 0 and ld % 4 == 0
+        batch_stride = t.stride(0) if t.dim() == 3 and t.size(0) > 1 else 0
+        # The storage must also hold the last line's last 16-byte chunk whole.
+        last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+        held = t.untyped_storage().nbytes() // 4 - t.storage_offset()
+        aligned = t.data_ptr() % 16 == 0 and ld % 4 == 0 and batch_stride % 4 == 0 and (last // 4 + 1) * 4 <= held
+        return "r" if row_major else "c", aligned
 
     (oa, va), (ob, vb) = order_and_aligned(A), order_and_aligned(B)
     m, k, n = A.size(0), A.size(1), B.size(1)
