@@ -58,9 +58,9 @@ def test_best_variant_key_takes_the_planners_vec4_rule():
     # line's last 16-byte chunk; a one-line operand of 3 floats has no such chunk.
     from benchmarks.probes.best_variant import key_as_given
 
-    padded = torch.zeros(8 * 16)[: 8 * 12].view(8, 12)[:, :10]  # rows of 10 in 12
-    one_line = torch.zeros(3).view(1, 3)
-    cut = torch.zeros(7 * 12 + 10)[: 7 * 12 + 10].as_strided((8, 10), (12, 1))  # ends at its last float
+    padded = torch.zeros(8, 12)[:, :10]  # rows of 10 in 12
+    one_line = torch.zeros(1, 3)
+    cut = torch.zeros(7 * 12 + 10).as_strided((8, 10), (12, 1))  # ends at its last float
     assert "_rc_v4_" in key_as_given(padded, padded.t())
     assert "_v1_" in key_as_given(one_line, padded.t()[:3])
     assert "_v1_" in key_as_given(cut, padded.t())
