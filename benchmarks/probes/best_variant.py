@@ -10,11 +10,21 @@ model's prediction for it (auto's kernel, copies aside; each config on the opera
 given), so that a wrong ranking shows which estimate was off. Needs a GPU.
 
     python -m benchmarks.probes.best_variant /tmp/sweep.json [--weakest 24] [--json out.json]
+
+With --plan, the problems whose recorded plan matches a regex (the weakest first); with
+--configs, only the configs whose name matches one. Two configs timed on the same problems
+compare kernels in one process: the last lines give each config's geometric mean against
+torch.matmul over the problems it took.
+
+    python -m benchmarks.probes.best_variant /tmp/sweep.json --plan '^async_64x64' \
+        --weakest 200 --configs '^async_64x64'
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import re
 
 import torch
 
@@ -23,9 +33,11 @@ from benchmarks.common import time_ms
 from benchmarks.sweep import make_problem_operands
 
 
-def config_names():
-    """The IEEE tilings (3xTF32 rows compute in another precision: not a choice of auto's)."""
-    return [v for v in torch_vecgemm.variants() if v.startswith(("tiled_", "async_"))]
+def config_names(pattern=None):
+    """The IEEE tilings (3xTF32 rows compute in another precision: not a choice of auto's),
+    those matching `pattern` if given."""
+    return [v for v in torch_vecgemm.variants()
+            if v.startswith(("tiled_", "async_")) and (pattern is None or re.search(pattern, v))]
 
 
 def key_as_given(A, B):
@@ -54,10 +66,10 @@ def model_predictions_ms(A, B):
     return out
 
 
-def time_variants(A, B):
-    """{name: ms} for auto, torch and every config that takes these operands."""
+def time_variants(A, B, configs):
+    """{name: ms} for auto, torch and every config of `configs` that takes these operands."""
     out = {"torch": time_ms(lambda: torch.matmul(A, B)), "auto": time_ms(lambda: torch_vecgemm.mm(A, B))}
-    for name in config_names():
+    for name in configs:
         if torch_vecgemm.fallback_reason(A, B, variant=name) is not None:
             continue
         out[name] = time_ms(lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, name))
@@ -68,20 +80,26 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweep", help="a sweep's JSON (python -m benchmarks.sweep --out X)")
     ap.add_argument("--weakest", type=int, default=24)
+    ap.add_argument("--plan", help="only problems whose recorded plan matches this regex")
+    ap.add_argument("--configs", help="only configs whose name matches this regex")
     ap.add_argument("--json", help="also write every timing here")
     args = ap.parse_args(argv)
     with open(args.sweep) as f:
         data = json.load(f)
     seed = data["settings"]["seed"]
-    indexed = sorted(enumerate(data["records"]), key=lambda ir: ir[1]["ratio_to_torch_matmul"])[: args.weakest]
+    indexed = [(i, r) for i, r in enumerate(data["records"]) if args.plan is None or re.search(args.plan, r["plan"])]
+    indexed = sorted(indexed, key=lambda ir: ir[1]["ratio_to_torch_matmul"])[: args.weakest]
+    names = config_names(args.configs)
     results = []
     print(f"{'problem':<28} {'torch us':>9} {'auto us':>8} {'(model)':>8} {'best us':>8} {'(model)':>8} "
           f"{'best/auto':>9} {'torch/best':>10}  best config; auto's plan")
     for index, r in indexed:
         A, B = make_problem_operands(r, "cuda", seed * 100003 + index)
-        times = time_variants(A, B)
+        times = time_variants(A, B, names)
         predicted = model_predictions_ms(A, B)
         configs = {k: v for k, v in times.items() if k not in ("torch", "auto")}
+        if not configs:
+            continue
         best = min(configs, key=configs.get)
         name = f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}"
         print(f"{name:<28} {times['torch'] * 1e3:9.1f} {times['auto'] * 1e3:8.1f} {predicted['auto'] * 1e3:8.1f} "
@@ -89,6 +107,11 @@ def main(argv=None):
               f"{times['auto'] / configs[best]:9.2f} {times['torch'] / configs[best]:10.2f}  {best}; "
               f"{torch_vecgemm.selected_kernel(A, B)}")
         results.append({"problem": r, "times_ms": times, "model_ms": predicted, "best": best})
+    for name in ["auto", *names]:
+        ratios = [x["times_ms"]["torch"] / x["times_ms"][name] for x in results if name in x["times_ms"]]
+        if ratios:
+            geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            print(f"{name}: {geomean:.3f}x torch.matmul (geometric mean over {len(ratios)} problems)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
