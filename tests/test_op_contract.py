@@ -438,7 +438,7 @@ def test_torch_compile_fullgraph(device, precision, rng):
 
 # {tiled|async}_{BM}x{BN}x{BK}, _t{TM}{TN} unless the thread tile is 8x8, b where the register
 # banks are steered, _s{stages} for the cp.async family.
-VARIANT_NAME = re.compile(r"(tiled_\d+x\d+x\d+(_t\d+)?b?|async_\d+x\d+x\d+(_t\d+)?b?_s\d+)")
+VARIANT_NAME = re.compile(r"(tiled_\d+x\d+x\d+(_t\d+)?b?|async_\d+x\d+x\d+(_t\d+)?_s\d+)")
 
 
 def test_variants_listed():

@@ -116,8 +116,7 @@ __device__ __forceinline__ void zero(float (&acc)[S::TM][S::TN]) {
 }
 
 // One K step's fragments from a shared tile stored [BK][BM + pad] (A) and [BK][BN + pad]
-// (B): each 4-wide fragment row is one LDS.128, B's taken in swapped pairs with kSteerBanks
-// (rb[j] is the loaded column j ^ 1: MainloopPolicy::kSteerBanks).
+// (B): each 4-wide fragment row is one LDS.128 (B's swapped in pairs with kSteerBanks).
 template <class S>
 __device__ __forceinline__ void load_fragments(const float* as, const float* bs, int kk, int a_row, int b_col,
                                                float (&ra)[S::TM], float (&rb)[S::TN]) {
@@ -200,12 +199,6 @@ __device__ __forceinline__ void k_steps(const float* as, const float* bs, int a_
   }
 }
 
-// The accumulator that holds the thread's column j of a fragment row (kAccColumnsSwapped).
-template <class S>
-__device__ __forceinline__ constexpr int acc_column(int j) {
-  return S::kAccColumnsSwapped ? j ^ 1 : j;
-}
-
 // The thread's accumulators into a dense BM x BN partial tile (row-major), raw, for a later
 // pass to add up: the stream-K tail's pieces (sgemm_stream_k.cuh, stream_k_fixup.cu).
 template <class S>
@@ -219,8 +212,7 @@ __device__ __forceinline__ void store_partial_tile(float* tile, int a_row, int b
       for (int fn = 0; fn < S::kFragsN; ++fn) {
         const int r = a_row + fm * S::kLanesM * 4 + i, c = b_col + fn * S::kLanesN * 4;
         const float* v = &acc[fm * 4 + i][fn * 4];
-        *reinterpret_cast<float4*>(&tile[r * S::BN + c]) =
-            make_float4(v[acc_column<S>(0)], v[acc_column<S>(1)], v[acc_column<S>(2)], v[acc_column<S>(3)]);
+        *reinterpret_cast<float4*>(&tile[r * S::BN + c]) = make_float4(v[0], v[1], v[2], v[3]);
       }
 }
 
@@ -258,8 +250,7 @@ __device__ __forceinline__ void store_accumulators_staged(const GemmParams& p, c
 #pragma unroll
       for (int fn = 0; fn < S::kFragsN; ++fn) {
         const float* v = &acc[fm * 4 + i][fn * 4];
-        *reinterpret_cast<float4*>(&buf[lane * 4]) = make_float4(
-            one * v[acc_column<S>(0)], one * v[acc_column<S>(1)], one * v[acc_column<S>(2)], one * v[acc_column<S>(3)]);
+        *reinterpret_cast<float4*>(&buf[lane * 4]) = make_float4(one * v[0], one * v[1], one * v[2], one * v[3]);
         __syncwarp();
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
@@ -303,8 +294,8 @@ __device__ __forceinline__ void store_accumulators(const GemmParams& p, const Bl
 #pragma unroll
       for (int fn = 0; fn < S::kFragsN; ++fn) {
         const int col = blk.n0 + blk.b_col + fn * S::kLanesN * 4;
-        const float v[4] = {acc[fm * 4 + i][fn * 4 + acc_column<S>(0)], acc[fm * 4 + i][fn * 4 + acc_column<S>(1)],
-                            acc[fm * 4 + i][fn * 4 + acc_column<S>(2)], acc[fm * 4 + i][fn * 4 + acc_column<S>(3)]};
+        const float v[4] = {acc[fm * 4 + i][fn * 4 + 0], acc[fm * 4 + i][fn * 4 + 1],
+                            acc[fm * 4 + i][fn * 4 + 2], acc[fm * 4 + i][fn * 4 + 3]};
         if (p.k_splits == 1) {
           store_output4(p, blk.batch, row, col, v);
         } else {

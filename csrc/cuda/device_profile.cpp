@@ -36,9 +36,6 @@ constexpr KernelFigure kH200Kernels[] = {
     // the model's picks between the two are 1.9% slower than the faster of each pair
     // (geometric mean), at 60 (what its LDS-bound 4 x 4 thread tile suggests) 3.8%.
     {"async_32x32x16_t44_s4", {45, 45, 45, 45}},
-    {"async_64x64x8_t84b_s4", {84, 80, 84, 85}},
-    {"async_32x32x16_t44b_s4", {45, 45, 45, 45}},
-    {"async_128x64x16b_s3", {83, 78, 97, 91}},
 };
 
 // One 3xTF32 row's figures, by its variant name: one K tile (the row's bk) of one block with

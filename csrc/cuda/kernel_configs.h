@@ -79,17 +79,14 @@ inline constexpr KernelConfig kKernelConfigs[] = {
     {{128, 128,  8, 64, 64, 8, 16}, {kAsync,  4, 2, true,  false, 0},                     false, false},
     {{256, 128,  8, 64, 64, 8, 16}, {kAsync,  3, 1, true,  false, 0},                     false, false},
     {{ 32,  32, 16, 32, 16, 4,  4}, {kAsync,  4, 8, true,  false, 0},                     true,  false},
-    {{ 64,  64,  8, 32, 32, 8,  4}, {kAsync,  4, 4, true,  true,  0},                     true,  false},
-    {{ 32,  32, 16, 32, 16, 4,  4}, {kAsync,  4, 8, true,  true,  0},                     true,  false},
-    {{128,  64, 16, 32, 64, 8,  8}, {kAsync,  3, 4, false, true,  0},                     false, false},
 };
 inline constexpr int kNumKernelConfigs = sizeof(kKernelConfigs) / sizeof(kKernelConfigs[0]);
 
 // The rules a row must keep; a row that breaks one does not compile.
 constexpr bool valid(const KernelConfig& c) {
   const MainloopConfig& m = c.mainloop;
-  if (m.family == kAsync)  // no staging registers to hold
-    return m.stages >= 2 && m.pin_loads == 0 && !c.stream_k;
+  if (m.family == kAsync)  // copies land in place (no swapped pairs), no staging registers
+    return m.stages >= 2 && !m.steer && m.pin_loads == 0 && !c.stream_k;
   return m.stages == 2 && (!c.stream_k || !m.steer);  // the tail stores the accumulators themselves
 }
 constexpr bool all_valid() {

@@ -98,6 +98,7 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
 template <class S, Layout LA, Layout LB, int VEC>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const GemmParams p) {
   static_assert(S::kStages >= 2, "a pipeline needs two stages");
+  static_assert(!S::kSteerBanks, "B's 16-byte copies cannot swap pairs (docs/performance.md)");
   static_assert(S::kPinLoadsMask == 0, "cp.async has no staging registers for ptxas to free");
   allow_dependents();  // a split-K reduction after it may launch now (dependent_launch.cuh)
   using TileA = AsyncTile<S::BM, S::BK, S::kThreads, LA == Layout::RowMajor, S::kAsStride, VEC>;

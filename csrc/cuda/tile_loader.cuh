@@ -11,7 +11,7 @@
 // problem and zero-filled outside it, so it contributes nothing; interior tiles load
 // without checks (load<false>).
 //
-// kSwapPairs: element x of a shared row is stored at x ^ 1 (MainloopPolicy::kSteerBanks says why).
+// kSwapPairs: element x of a shared row is stored at x ^ 1 (TileShape::kSteerBanks says why).
 #pragma once
 #include <cstdint>
 

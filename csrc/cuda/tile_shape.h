@@ -42,17 +42,12 @@ struct MainloopPolicy {
   static constexpr bool kPrefetchFragments = PREFETCH;
   // Register banks steered for the FFMAs. An LDS.128 puts b[j] in a register of parity j,
   // and ptxas gives acc[i][j] parity j too, so an FFMA that takes a[i] from the reuse cache
-  // reads two registers of one bank. With this, the fragment registers of B are taken in
-  // swapped pairs (load_fragments), so that the column an accumulator multiplies lands in
-  // the other bank, and the accumulators are zeroed from a value ptxas cannot see through
-  // and written to split-K partials through copies (zero, store_accumulators), so that no
-  // 64-bit zeroing or 128-bit store ties them to aligned register pairs or quads. The
-  // register-staged kernel stores B's shared tile with column x at x ^ 1, which undoes the
-  // swap; the cp.async kernel, whose 16-byte copies land in order, keeps its accumulator
-  // columns swapped instead (kAccColumnsSwapped).
+  // reads two registers of one bank. With this, B's shared tile holds column x at x ^ 1
+  // (b[j] lands in the other bank), and the accumulators are zeroed from a value ptxas
+  // cannot see through and written to split-K partials through copies (zero,
+  // store_accumulators), so that no 64-bit zeroing or 128-bit store ties them to aligned
+  // register pairs or quads.
   static constexpr bool kSteerBanks = STEER;
-  // acc[i][j] holds the thread's column j ^ 1 rather than j; the epilogue puts it right.
-  static constexpr bool kAccColumnsSwapped = false;
   // The register-staged kernel's next-tile loads held at the start of the tile (mainloop,
   // sgemm_tiled.cuh), per storage order: bit order_index(LA, LB) (kernel_configs.h).
   static constexpr int kPinLoadsMask = PIN_LOADS;
@@ -65,8 +60,6 @@ struct KernelShape : Tile, Policy {};
 template <class Shape, int STAGES>
 struct AsyncShape : Shape {
   static constexpr int kStages = STAGES;  // shared-memory stages, kStages - 1 tiles in flight
-  // B's shared tile is in storage order, so steered fragments swap the columns themselves.
-  static constexpr bool kAccColumnsSwapped = Shape::kSteerBanks;
 };
 
 }  // namespace vecgemm
