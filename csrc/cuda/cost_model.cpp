@@ -21,21 +21,49 @@ const Tiling& tiling_of(int config) { return kKernelConfigs[config].tiling; }
 
 TiledKernel kernel_for(const ProblemKey& key, int config) { return tiled_kernel(config, key.la, key.lb, key.vec4); }
 
+// Whether every block of the (last) K slice runs the register-staged kernels' bounds-checked
+// main loop because the slice ends inside a K tile (the cp.async ones check only the tile
+// holding the remainder: sgemm_async.cuh).
+bool ragged_k_checked(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+  const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
+  return last_slice % tiling_of(config).bk != 0 &&
+         kKernelConfigs[config].mainloop.family == MainloopFamily::RegisterStaged;
+}
+
+// The blocks on the last row or column of tiles where that is partial (edge tiles), which
+// the register-staged kernels run on their bounds-checked main loop; none where every block
+// runs it already (ragged_k_checked), or for the cp.async kernels, whose edge loops cost
+// what their interior loops do (docs/performance.md, step 39).
+int64_t checked_edge_blocks(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+  if (kKernelConfigs[config].mainloop.family != MainloopFamily::RegisterStaged) return 0;
+  if (real_splits == 1 && ragged_k_checked(key, config, real_splits, slice)) return 0;
+  const Tiling& t = tiling_of(config);
+  const int64_t tiles_m = ceil_div(key.m, t.bm), tiles_n = ceil_div(key.n, t.bn);
+  const int64_t inner = (tiles_m - (key.m % t.bm != 0)) * (tiles_n - (key.n % t.bn != 0));
+  return (tiles_m * tiles_n - inner) * key.batch * real_splits;
+}
+
 // The busiest SM's share of the tiles (edge tiles computed whole) in waves of as many blocks
 // as fit on it, in one-block times: full waves, then a partial one of r blocks. A partial
 // wave of r blocks of occ keeps the SM at 0.55 + 0.45 r / occ of its full-wave throughput
 // where the r blocks keep two warps or more on each of its four schedulers; with one warp a
-// scheduler nothing hides its latencies (the profile's one_warp_throughput).
-double block_times(const ProblemKey& key, int config, int64_t real_splits) {
+// scheduler nothing hides its latencies (the profile's one_warp_throughput). Each edge block
+// on the checked loop the SM holds costs it checked_loop block times: the SMs holding one
+// set a single wave's end (docs/performance.md, step 40: ~1.25x the others at 739x5424x926).
+double block_times(const ProblemKey& key, int config, int64_t real_splits, int slice) {
   const Tiling& t = tiling_of(config);
   const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
   const TiledKernel kernel = kernel_for(key, config);
+  const DeviceProfile& profile = profile_of(key.device);
   const int occ = blocks_per_sm(kernel, key.device);
   const int64_t per_sm = ceil_div(blocks, sm_count(key.device));
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
   const double throughput = rest * kernel.threads >= 8 * 32 ? 0.55 + 0.45 * double(rest) / occ
-                                                            : profile_of(key.device).one_warp_throughput;
-  return double(full_waves * occ) + (rest > 0 ? rest / throughput : 0.0);
+                                                            : profile.one_warp_throughput;
+  const int64_t edge_per_sm =
+      std::min(per_sm, ceil_div(checked_edge_blocks(key, config, real_splits, slice), sm_count(key.device)));
+  return double(full_waves * occ) + (rest > 0 ? rest / throughput : 0.0) +
+         double(edge_per_sm) * (profile.checked_loop - 1.0);
 }
 
 // block_times under the stream-K schedule: the whole waves, then the tail's work spread over
@@ -83,15 +111,12 @@ double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk
   const int64_t real_splits = ceil_div(key.k, slice);
   const TiledKernel kernel = kernel_for(key, config);
   const int occ = blocks_per_sm(kernel, key.device);
-  const double waves = sk != nullptr ? stream_k_block_times(key, config, *sk) : block_times(key, config, real_splits);
+  const double waves =
+      sk != nullptr ? stream_k_block_times(key, config, *sk) : block_times(key, config, real_splits, slice);
   const int order = order_index(key.la, key.lb);
   double eff = profile.kernel_percent[config][order] / 100.0 * (profile.order_percent[order] / 100.0);
-  // The last slice (the only one, unsplit) may end inside a K tile: the register-staged
-  // kernels then run its blocks checked (the cp.async ones check only the tile holding the
-  // remainder: sgemm_async.cuh).
-  const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
-  if (last_slice % t.bk != 0 && kKernelConfigs[config].mainloop.family == MainloopFamily::RegisterStaged)
-    eff /= 1.0 + (profile.checked_loop - 1.0) / double(real_splits);
+  // The last slice (the only one, unsplit) may end inside a K tile: its blocks run checked.
+  if (ragged_k_checked(key, config, real_splits, slice)) eff /= 1.0 + (profile.checked_loop - 1.0) / double(real_splits);
   if (!key.out_vec4 && occ * kernel.threads / 32 < profile.warps_to_hide_scalar_output)
     eff *= profile.scalar_output_few_warps;
   const double compute = waves * t.bm * t.bn * slice / (profile.macs_per_ns_per_sm * eff);
