@@ -31,7 +31,7 @@ struct Tiling {
 
 enum class MainloopFamily {
   RegisterStaged,  // sgemm_tiled.cuh: the next tile's loads staged in registers
-  CpAsync,         // sgemm_async.cuh: a cp.async pipeline (16-byte aligned operands only)
+  CpAsync,         // sgemm_async.cuh: a cp.async pipeline (sm_80 and newer)
 };
 
 // How its main loop runs (MainloopPolicy, tile_shape.h).
