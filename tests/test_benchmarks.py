@@ -192,6 +192,15 @@ def test_records_report_the_precision_kind(tmp_path, monkeypatch):
     assert (tmp_path / "h200" / "precision.png").stat().st_size > 10_000
 
 
+def test_unaligned_cost_keeps_k_whole():
+    # The probe compares alignments alone: a K with a remainder would add the checked loop.
+    from benchmarks.probes.unaligned_cost import parse_shapes
+
+    assert parse_shapes("1024x3072x1024,64x48x32") == [(1024, 3072, 1024), (64, 48, 32)]
+    with pytest.raises(SystemExit, match="K = 1000"):
+        parse_shapes("64x64x1000")
+
+
 def test_precision_run_needs_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("there is a GPU here: test_precision_run_on_the_gpu runs instead")
