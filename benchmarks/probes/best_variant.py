@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 
 import torch
 
 import torch_vecgemm
 from benchmarks.common import time_ms
+from benchmarks.report import geomean
 from benchmarks.sweep import make_problem_operands
 
 
@@ -110,8 +110,7 @@ def main(argv=None):
     for name in ["auto", *names]:
         ratios = [x["times_ms"]["torch"] / x["times_ms"][name] for x in results if name in x["times_ms"]]
         if ratios:
-            geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-            print(f"{name}: {geomean:.3f}x torch.matmul (geometric mean over {len(ratios)} problems)")
+            print(f"{name}: {geomean(ratios):.3f}x torch.matmul (geometric mean over {len(ratios)} problems)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)

@@ -14,12 +14,13 @@ the alignment differs. torch.matmul on the unaligned operands alongside. Needs a
 from __future__ import annotations
 
 import argparse
-import math
 
 import torch
 
 import torch_vecgemm
 from benchmarks.common import time_ms
+from benchmarks.probes.best_variant import config_names
+from benchmarks.report import geomean
 
 ORDERS = ("rr", "rc", "cr", "cc")
 
@@ -48,7 +49,6 @@ def main(argv=None):
     if not torch.cuda.is_available():
         raise SystemExit("no GPU: this probe times kernels")
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
-    configs = [v for v in torch_vecgemm.variants() if v.startswith(("tiled_", "async_"))]
     print("unaligned / aligned: our time with the rows off 16 bytes over the same config's aligned time")
     print(f"{'problem':<16} {'order':<5} {'config':<26} {'aligned us':>10} {'unaligned us':>12} "
           f"{'unaligned / aligned':>19} {'torch us':>9}")
@@ -58,7 +58,7 @@ def main(argv=None):
             aligned = operand(m, k, order[0], 0, gen), operand(k, n, order[1], 0, gen)
             unaligned = operand(m, k, order[0], 1, gen), operand(k, n, order[1], 1, gen)
             torch_ms = time_ms(lambda: torch.matmul(*unaligned))
-            for name in configs:
+            for name in config_names():
                 if torch_vecgemm.fallback_reason(*unaligned, variant=name) is not None:
                     continue  # no 4-byte instance
                 times = []
@@ -71,8 +71,7 @@ def main(argv=None):
                 print(f"{m}x{n}x{k:<6} {order:<5} {name:<26} {times[0] * 1e3:10.1f} {times[1] * 1e3:12.1f} "
                       f"{ratio:19.3f} {torch_ms * 1e3:9.1f}")
     for name, ratios in per_config.items():
-        geomean = math.exp(sum(map(math.log, ratios)) / len(ratios))
-        print(f"{name}: unaligned {geomean:.3f}x the aligned time (geometric mean over {len(ratios)} problems)")
+        print(f"{name}: unaligned {geomean(ratios):.3f}x the aligned time (geometric mean over {len(ratios)} problems)")
     return 0
 
 
