@@ -281,11 +281,19 @@ def whole_waves_grid(slots, waves):
     return tiles_m, tiles // tiles_m
 
 
+def copied_problem(rng):
+    """(A, B) that auto copies both of: K odd and A's rows misaligned, large enough that the
+    copies (~3% of the product) cost less than the 4-byte loads and the checked loop they
+    save, or than doing without the fastest config, which has no 4-byte instance."""
+    return make_operand(rng, 2048, 2047, "r", offset=1), make_operand(rng, 2047, 2080, "c")
+
+
 def transposing_problems(rng, batch):
-    """(layout, A, B) for each pair of storage orders: K odd, so that auto copies both
-    operands (into the orders the planner rates fastest) and pads K; A misaligned (the copy
-    reads it with scalar loads); batches of 3, or B one matrix broadcast over them."""
-    m, n, k = 1024, 1040, 1023
+    """(layout, A, B) for each pair of storage orders: K odd and the product large, so that
+    auto copies both operands (into the orders the planner rates fastest) and pads K
+    (copied_problem); A misaligned (the copy reads it with scalar loads); batches of 3, or B
+    one matrix broadcast over them."""
+    m, n, k = 2048, 2080, 2047
     nb = None if batch is None else 3
     for layout in LAYOUTS:
         A = make_operand(rng, m, k, layout[0], batch=nb, offset=1)

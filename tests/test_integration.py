@@ -67,8 +67,8 @@ assert_gemm_close(out, A, B, C, 1.5, -0.5)
     "m,n,k,layout,offset,planned",
     [
         (4096, 4096, 2048, "rr", 0, "copy of A"),  # a copy for the order alone (measured profiles only)
-        (1024, 1040, 1023, "rc", 0, "copies of A and B"),  # copies that pad K (both operands)
-        (2048, 2048, 1024, "cr", 1, "copy of A"),  # a copy of a misaligned A
+        (2048, 2080, 2047, "rc", 0, "copies of A and B"),  # copies that pad K (both operands)
+        (4096, 4096, 2048, "cr", 1, "copy of A"),  # a copy of a misaligned A
         (64, 4096, 4096, "rr", 0, "split-k"),  # a split-K workspace
     ],
 )

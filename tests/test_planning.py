@@ -20,6 +20,7 @@ from conftest import (
     TILINGS,
     aligned_operand,
     block_tile,
+    copied_problem,
     force_choice,
     make_operand,
     measured_profile,
@@ -126,9 +127,11 @@ def test_gemv_planned(m, n, a_order, b_order, gemv, rng):
 @pytest.mark.parametrize(
     "m,n,k,offset,must_copy",
     [
-        (1100, 1029, 1023, 1, "AB"),  # K odd: both copied, K zero-padded to a multiple of 16
-        (1100, 1029, 1023, 0, "AB"),
-        (1100, 1029, 1040, 1, "A"),  # A misaligned: copied, aligned
+        # Large enough that the copies (~3% of the product) pay for the 4-byte loads and the
+        # checked loop, and for the fastest config, which has no 4-byte instance.
+        (2048, 2080, 2047, 1, "AB"),  # K odd: both copied, K zero-padded to a multiple of 16
+        (2048, 2080, 2047, 0, "AB"),
+        (2048, 2080, 2048, 1, "A"),  # A misaligned: copied, aligned
         (100, 100, 1023, 1, ""),  # too small for a copy to pay
     ],
 )
@@ -298,7 +301,7 @@ def test_describe_string(rng, clean_tuning):
         (randn(rng, 200, 72), randn(rng, 72, 136), "auto"),
         (randn(rng, 32, 8192), randn(rng, 8192, 64), "auto"),  # split-K
         (tail_a, tail_b, "auto"),  # the stream-K tail
-        (make_operand(rng, 1100, 1023, "r", offset=1), make_operand(rng, 1023, 1029, "c"), "auto"),  # copies
+        (*copied_problem(rng), "auto"),  # copies
         (make_operand(rng, 4096, 4096, "r"), make_operand(rng, 4096, 4096, "c"), "auto"),  # copies for the order
     ]
     seen = set()
@@ -335,7 +338,7 @@ def test_planning_allocates_and_launches_nothing(rng, clean_tuning):
     tail_a, tail_b = tail_problem(rng, STREAM_K_TILING, tail_grid(slots, 1, 0.1))
     force_choice(tail_a, tail_b, STREAM_K_TILING, 1, stream_k=True)
     problems = [
-        (make_operand(rng, 1100, 1023, "r", offset=1), make_operand(rng, 1023, 1029, "c")),
+        copied_problem(rng),
         (randn(rng, 32, 8192), randn(rng, 8192, 64)),
         (tail_a, tail_b),
         (randn(rng, 384, 200), randn(rng, 200, 336)),

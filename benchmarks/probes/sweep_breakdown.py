@@ -7,12 +7,15 @@ under torch.profiler, printing every GPU kernel's mean duration per call: the co
 main kernel and the second passes on ours; cuBLAS's kernel (its tile shape is in the name)
 on torch's. The gap between the kernels' sum and the sweep's time is launch cost. Needs a GPU.
 
-    python -m benchmarks.probes.sweep_breakdown /tmp/sweep.json [--weakest 12]
+    python -m benchmarks.probes.sweep_breakdown /tmp/sweep.json [--weakest 12] [--plan REGEX]
+
+With --plan, only the problems whose recorded plan matches the regex (e.g. 'copy').
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 
 import torch
 
@@ -25,11 +28,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("sweep", help="a sweep's JSON")
     ap.add_argument("--weakest", type=int, default=12)
+    ap.add_argument("--plan", help="only problems whose recorded plan matches this regex")
     args = ap.parse_args(argv)
     with open(args.sweep) as f:
         data = json.load(f)
     seed = data["settings"]["seed"]
-    indexed = list(enumerate(data["records"]))
+    indexed = [(i, r) for i, r in enumerate(data["records"]) if args.plan is None or re.search(args.plan, r["plan"])]
     for index, r in sorted(indexed, key=lambda ir: ir[1]["ratio_to_torch_matmul"])[: args.weakest]:
         A, B = make_problem_operands(r, "cuda", seed * 100003 + index)
         print(f"\n{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}: x{r['ratio_to_torch_matmul']:.3f} "

@@ -50,7 +50,10 @@ inline constexpr int kMaxSplits = 64;
 std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& key,
                                                             std::optional<int> only_config = std::nullopt);
 
-// The model's time for the best choice, remembered per key.
+// The model's time for its best choice, remembered per key, with the throughput that
+// choice's 4-byte loads lose where the rows are not 16-byte aligned (the profile's
+// scalar_load_percent, measured where the blocks fill the GPU): what a large problem's
+// copies are weighed against.
 double model_best_ns(const ProblemKey& key);
 // The model's time for one pass copying `elements` floats into new storage.
 double copy_ns(int64_t elements, int device);

@@ -38,6 +38,21 @@ constexpr KernelFigure kH200Kernels[] = {
     {"async_32x32x16_t44_s4", {45, 45, 45, 45}},
 };
 
+// The H200's 4-byte-load instances: each config with one, on the same problem with every
+// leading dimension one float longer, at 1024x3072x1024 and 2048^3 (the geometric mean of
+// the two; docs/performance.md, step 43). The register-staged rows load a misaligned row
+// float by float into registers; the cp.async rows copy 4 bytes at a time, which costs
+// them most in cr, where both operands' copies are 4-byte ones.
+constexpr KernelFigure kH200ScalarLoads[] = {
+    {"tiled_128x128x8", {82, 93, 100, 87}},     {"tiled_128x128x16", {96, 95, 96, 96}},
+    {"tiled_64x64x8_t84", {83, 85, 80, 82}},    {"async_64x64x8_t84_s4", {98, 100, 91, 96}},
+    {"async_32x32x16_t44_s4", {94, 96, 90, 94}},
+};
+// A GPU whose 4-byte-load instances were not measured: the H200's mean over its rows. The
+// loads cost instructions on every GPU, so copying an operand into aligned storage is
+// weighed against a price, never against nothing.
+constexpr int kUnmeasuredScalarLoadPercent = 92;
+
 // One 3xTF32 row's figures, by its variant name: one K tile (the row's bk) of one block with
 // every SM running as many of its blocks as fit (the rate of a full wave, split pass aside),
 // a block's fixed cost (pipeline fill, votes, epilogue) in its K tiles, and what a K tile
@@ -64,7 +79,17 @@ constexpr Tf32x3Figure kH200Tf32x3[] = {
     {"tf32x3_few_rows_mma", 2400.0, 0.5, 0.0},    {"tf32x3_few_cols_mma", 2400.0, 0.5, 0.0},
 };
 
-DeviceProfile make_profile(const char* name, const KernelFigure* figures, int count, const int (&order_percent)[4]) {
+// Each figure's row in p's table (kernel_percent or scalar_load_percent), by variant name.
+void fill_figures(const char* profile, const KernelFigure* figures, int count, int (&table)[kNumKernelConfigs][kNumOrders]) {
+  for (int i = 0; i < count; ++i) {
+    const auto config = kernel_config_of(figures[i].kernel);
+    TORCH_INTERNAL_ASSERT(config.has_value(), "device profile ", profile, " names no kernel '", figures[i].kernel, "'");
+    std::copy(figures[i].percent, figures[i].percent + kNumOrders, table[*config]);
+  }
+}
+
+DeviceProfile make_profile(const char* name, const KernelFigure* figures, int count, const KernelFigure* scalar_loads,
+                           int scalar_count, const int (&order_percent)[4]) {
   DeviceProfile p{};
   p.name = name;
   p.macs_per_ns_per_sm = 190.0;  // ~75% of 128 FP32 lanes at 1.98 GHz
@@ -98,25 +123,26 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
   for (int r = 0; r < kNumTf32x3Rows; ++r)
     TORCH_INTERNAL_ASSERT(p.tf32x3_k_tile_ns[r] > 0.0, "device profile ", name, " has no figure for ", kTf32x3Rows[r].name);
   std::copy(order_percent, order_percent + kNumOrders, p.order_percent);
-  for (int c = 0; c < kNumKernelConfigs; ++c) std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
-  for (int i = 0; i < count; ++i) {
-    const auto config = kernel_config_of(figures[i].kernel);
-    TORCH_INTERNAL_ASSERT(config.has_value(), "device profile ", name, " names no kernel '", figures[i].kernel, "'");
-    std::copy(figures[i].percent, figures[i].percent + kNumOrders, p.kernel_percent[*config]);
+  for (int c = 0; c < kNumKernelConfigs; ++c) {
+    std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
+    std::fill(p.scalar_load_percent[c], p.scalar_load_percent[c] + kNumOrders, kUnmeasuredScalarLoadPercent);
   }
+  fill_figures(name, figures, count, p.kernel_percent);
+  fill_figures(name, scalar_loads, scalar_count, p.scalar_load_percent);
   return p;
 }
 
 const DeviceProfile& h200() {
   static const DeviceProfile p = make_profile("NVIDIA H200", kH200Kernels, int(std::size(kH200Kernels)),
-                                              {96, 94, 100, 95});
+                                              kH200ScalarLoads, int(std::size(kH200ScalarLoads)), {96, 94, 100, 95});
   return p;
 }
 
 // Every kernel and storage order counts the same; the rates are the H200's, which only
-// weigh compute against memory traffic and launches.
+// weigh compute against memory traffic and launches, and 4-byte loads cost every kernel
+// alike.
 const DeviceProfile& neutral() {
-  static const DeviceProfile p = make_profile("neutral", nullptr, 0, {100, 100, 100, 100});
+  static const DeviceProfile p = make_profile("neutral", nullptr, 0, nullptr, 0, {100, 100, 100, 100});
   return p;
 }
 

@@ -36,6 +36,9 @@ struct DeviceProfile {
   // Each kernel's throughput against the best kernel for the same storage orders when the
   // grid fills the GPU, in percent (rr, rc, cr, cc), by kKernelConfigs row.
   int kernel_percent[kNumKernelConfigs][kNumOrders];
+  // Each kernel's 4-byte-load instance (operand rows not 16-byte aligned) against its
+  // 16-byte one on the same problem, in percent (rr, rc, cr, cc), by kKernelConfigs row.
+  int scalar_load_percent[kNumKernelConfigs][kNumOrders];
   // 3xTF32, by kTf32x3Rows row: one K tile of one block, in ns, with every SM running as
   // many of its blocks as fit (the rate of a full wave, split pass aside), a block's fixed
   // cost (pipeline fill, votes, epilogue) in its K tiles, and a K tile's extra ns where the

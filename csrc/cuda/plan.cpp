@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "../tuning.h"
@@ -22,17 +23,17 @@ constexpr const char* kAuto = "auto";
 constexpr const char* kVectorized = "vectorized";
 constexpr const char* kGemv = "gemv";
 
-// Two kinds of operands cost the kernels a good part of their speed: one whose rows do not
-// start 16 bytes aligned sends the problem to the scalar-load kernels, and a K that is not a
-// multiple of the K tile sends every block to the bounds-checked main loop (with 128
-// registers a thread, the checked loop spills). For a large problem, one copy of the
-// operand(s) into padded storage costs less: it moves 8 bytes per element (~2.3 ps each at
-// the H200's bandwidth) and saves ~9 fs or more per multiply-add, so it pays when the
-// operand is reused across more than ~250 columns (A) or rows (B) and the product is large
-// enough to cover the extra launches. The storage orders run at different speeds too (the
-// device profile's order_percent), so a copy may also change an operand's order, and an
-// operand may be copied for its order alone, where the cost model says the faster kernel
-// pays for the copy (docs/performance.md).
+// Two kinds of operands cost the kernels part of their speed: one whose rows do not start
+// 16 bytes aligned takes a config's 4-byte-load instance (up to 1.4x slower, and only five
+// configs have one), and a K that is not a multiple of the K tile sends every block of the
+// register-staged kernels to the bounds-checked main loop. For a large problem, one copy of
+// the operand(s) into padded storage may cost less: it moves 8 bytes per element (~2.3 ps
+// each at the H200's bandwidth) and saves ~9 fs or more per multiply-add, so it can pay
+// where the operand is reused across more than ~250 columns (A) or rows (B) and the product
+// is large enough to cover the extra launches. The storage orders run at different speeds
+// too (the device profile's order_percent), so a copy may also change an operand's order.
+// Which copies, if any, is the cost model's call: the operands as given against every set
+// of copies, each priced with its pass (docs/performance.md, steps 17 and 44).
 constexpr int64_t kCopyMinReuse = 256;
 constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
 // K is padded to a multiple of every config's BK.
@@ -58,31 +59,35 @@ bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
 }
 
 // The copies the cost model says pay, into `plan` (copy_a, copy_b, key); none for small
-// problems.
+// problems. Each operand is taken as given or copied into either order, a copy padding K
+// where K needs it; K must then be padded in both, so there either both operands are copied
+// or neither is. A broadcast operand is copied once.
 void plan_copies(const Problem& p, Plan& plan) {
   const GemmShape& s = p.shape;
   if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse) return;
   const Layout la = p.a.layout, lb = p.b.layout;
-  const int64_t k = ceil_div(s.k, kKPadding) * kKPadding;
-  // Operands copied whatever their order: both when K needs padding (the padded K must be
-  // the same in A and B), else the misaligned ones. A broadcast operand is copied once.
-  const bool pad_k = k != s.k, must_a = pad_k || !p.a_vec4, must_b = pad_k || !p.b_vec4;
-  const int64_t a_elements = (p.a_broadcast ? 1 : s.batch) * s.m * k;
-  const int64_t b_elements = (p.b_broadcast ? 1 : s.batch) * k * s.n;
-  double best_ns = INFINITY;
-  // The operands' own orders first: a copy for its order alone must be predicted faster.
-  for (const Layout oa : {la, other(la)}) {
-    for (const Layout ob : {lb, other(lb)}) {
-      const bool copy_a = must_a || oa != la, copy_b = must_b || ob != lb;
-      const ProblemKey key{int(s.batch), int(s.m), int(s.n), int(k), oa, ob,
-                           (copy_a || p.a_vec4) && (copy_b || p.b_vec4), p.d_vec4, p.device};
+  const int64_t padded_k = ceil_div(s.k, kKPadding) * kKPadding;
+  const bool pad_k = padded_k != s.k;
+  const int64_t a_elements = (p.a_broadcast ? 1 : s.batch) * s.m * padded_k;
+  const int64_t b_elements = (p.b_broadcast ? 1 : s.batch) * padded_k * s.n;
+  // The operands as given first: a copy must be predicted faster to be made.
+  double best_ns = model_best_ns(plan.key);
+  using Choice = std::optional<Layout>;  // none: as given; else copied into that order
+  for (const Choice oa : {Choice{}, Choice{la}, Choice{other(la)}}) {
+    for (const Choice ob : {Choice{}, Choice{lb}, Choice{other(lb)}}) {
+      const bool copy_a = oa.has_value(), copy_b = ob.has_value();
+      if ((!copy_a && !copy_b) || (pad_k && copy_a != copy_b)) continue;
+      // A copy into the same order pays only for what it mends: misaligned rows or K.
+      if ((copy_a && *oa == la && p.a_vec4 && !pad_k) || (copy_b && *ob == lb && p.b_vec4 && !pad_k)) continue;
+      const ProblemKey key{int(s.batch), int(s.m), int(s.n), int(copy_a ? padded_k : s.k), oa.value_or(la),
+                           ob.value_or(lb), (copy_a || p.a_vec4) && (copy_b || p.b_vec4), p.d_vec4, p.device};
       const double ns = model_best_ns(key) + (copy_a ? copy_ns(a_elements, p.device) : 0.0) +
                         (copy_b ? copy_ns(b_elements, p.device) : 0.0);
       if (ns < best_ns) {
         best_ns = ns;
         plan.key = key;
-        plan.copy_a = OperandCopy{copy_a, oa};
-        plan.copy_b = OperandCopy{copy_b, ob};
+        plan.copy_a = OperandCopy{copy_a, oa.value_or(la)};
+        plan.copy_b = OperandCopy{copy_b, ob.value_or(lb)};
       }
     }
   }
