@@ -201,6 +201,26 @@ def test_unaligned_cost_keeps_k_whole():
         parse_shapes("64x64x1000")
 
 
+@pytest.mark.parametrize("slots,waves", [(264, 1), (264, 3), (132, 3), (1056, 1), (131, 2)])
+def test_block_overhead_grids_hold_whole_waves(slots, waves):
+    from benchmarks.probes.block_overhead import wave_grid
+
+    tm, tn = wave_grid(slots, waves)
+    assert tm * tn == slots * waves and 1 <= tm <= tn
+
+
+def test_block_overhead_fit_recovers_the_costs(rng):
+    import numpy as np
+
+    from benchmarks.probes.block_overhead import K_TILES, WAVES, fit
+
+    launch, fixed, tile = 4.0, 3.0, 0.5
+    noise = rng.uniform(len(WAVES) * len(K_TILES), device="cpu").tolist()
+    points = [(w, kt, (launch + w * (fixed + kt * tile)) * (1 + 1e-3 * (noise.pop() - 0.5)))
+              for w in WAVES for kt in K_TILES]
+    assert np.allclose(fit(points), [launch, fixed, tile], rtol=0.05, atol=0.2)
+
+
 def test_precision_run_needs_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("there is a GPU here: test_precision_run_on_the_gpu runs instead")
