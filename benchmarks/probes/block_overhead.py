@@ -70,8 +70,8 @@ def main(argv=None):
         raise SystemExit("no GPU: this probe times kernels")
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
     torch_vecgemm.autotune(False)
-    print(f"{'config':<26} {'order':<5} {'launch us':>9} {'fixed us':>8} {'K tile us':>9} {'fixed / K tile':>14} "
-          f"{'worst fit':>9}")
+    print(f"{'config':<26} {'order':<5} {'blocks a wave':>13} {'launch us':>9} {'fixed us':>8} {'K tile us':>9} "
+          f"{'fixed / K tile':>14} {'worst fit':>9}")
     for order in args.orders.split(","):
         for name in config_names(args.configs):
             bm, bn, bk = tile_of(name)
@@ -92,7 +92,8 @@ def main(argv=None):
                     points.append((waves, k_tiles, time_ms(lambda: torch_vecgemm.mm(A, B)) * 1e3))
             launch, fixed, tile = fit(points)
             worst = max(abs(launch + w * (fixed + kt * tile) - us) / us for w, kt, us in points)
-            print(f"{name:<26} {order:<5} {launch:9.2f} {fixed:8.2f} {tile:9.3f} {fixed / tile:14.1f} {worst:9.1%}")
+            print(f"{name:<26} {order:<5} {slots:13d} {launch:9.2f} {fixed:8.2f} {tile:9.3f} {fixed / tile:14.1f} "
+                  f"{worst:9.1%}")
             for w, kt, us in points:
                 print(f"    {w} wave{'s' if w > 1 else ' '} {kt:4d} K tiles {us:9.1f} us")
     torch_vecgemm._C.clear_tuning_cache()
