@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import platform
+import re
 import subprocess
 
 import torch
@@ -22,6 +24,22 @@ def make_operands(m, n, k, layout, device, seed=0):
     A = torch.randn(m, k, device=device, generator=g) if layout[0] == "r" else torch.randn(k, m, device=device, generator=g).t()
     B = torch.randn(k, n, device=device, generator=g) if layout[1] == "r" else torch.randn(n, k, device=device, generator=g).t()
     return A, B
+
+
+def block_tile(name):
+    """(BM, BN, BK) of a tiling, from its name ({tiled|async}_{BM}x{BN}x{BK}...)."""
+    found = re.match(r"(?:tiled|async)_(\d+)x(\d+)x(\d+)", name)
+    if found is None:
+        raise ValueError(f"{name!r} is not a tiling's name")
+    return tuple(int(x) for x in found.groups())
+
+
+def whole_waves_grid(slots, waves):
+    """(tiles in M, tiles in N) with exactly `waves` whole waves of `slots` blocks, the
+    squarest such grid."""
+    tiles = waves * slots
+    tiles_m = max(d for d in range(1, math.isqrt(tiles) + 1) if tiles % d == 0)
+    return tiles_m, tiles // tiles_m
 
 
 def planned_tiling(A, B):

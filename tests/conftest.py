@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import zlib
 
 import pytest
 import torch
 
 import torch_vecgemm
+from benchmarks.common import block_tile, whole_waves_grid  # noqa: F401 (the tests' helpers too)
 
 ops = torch.ops.vecgemm
 
@@ -253,13 +253,6 @@ def measured_profile() -> bool:
 # ---- shapes derived from the device ----------------------------------------------------------
 
 
-def block_tile(variant):
-    """(BM, BN, BK) of a tiling, from its name ({tiled|async}_{BM}x{BN}x{BK}...)."""
-    found = re.match(r"(?:tiled|async)_(\d+)x(\d+)x(\d+)", variant)
-    assert found, variant
-    return tuple(int(x) for x in found.groups())
-
-
 def tail_grid(slots, waves, tail_fraction):
     """(tiles in M, tiles in N): a near-square grid of `waves` whole waves of `slots`
     resident blocks and a partial last wave of about `tail_fraction` of one. On the H200
@@ -272,13 +265,6 @@ def tail_grid(slots, waves, tail_fraction):
         if tiles_m * tiles_n < (waves + 1) * slots:
             return tiles_m, tiles_n
     raise AssertionError("unreachable: tiles_m = 1 gives the target")
-
-
-def whole_waves_grid(slots, waves):
-    """(tiles in M, tiles in N) with exactly `waves` whole waves of `slots` blocks."""
-    tiles = waves * slots
-    tiles_m = max(d for d in range(1, math.isqrt(tiles) + 1) if tiles % d == 0)
-    return tiles_m, tiles // tiles_m
 
 
 def copied_problem(rng):

@@ -203,9 +203,9 @@ def test_unaligned_cost_keeps_k_whole():
 
 @pytest.mark.parametrize("slots,waves", [(264, 1), (264, 3), (132, 3), (1056, 1), (131, 2)])
 def test_block_overhead_grids_hold_whole_waves(slots, waves):
-    from benchmarks.probes.block_overhead import wave_grid
+    from benchmarks.common import whole_waves_grid
 
-    tm, tn = wave_grid(slots, waves)
+    tm, tn = whole_waves_grid(slots, waves)
     assert tm * tn == slots * waves and 1 <= tm <= tn
 
 

@@ -18,39 +18,16 @@ costs beyond its K tiles, with every resident block doing the same. Needs a GPU.
 from __future__ import annotations
 
 import argparse
-import re
 
 import numpy as np
 import torch
 
 import torch_vecgemm
-from benchmarks.common import time_ms
+from benchmarks.common import block_tile, make_operands, time_ms, whole_waves_grid
 from benchmarks.probes.best_variant import config_names
 
 K_TILES = (4, 16, 64, 256)
 WAVES = (1, 3)
-
-
-def tile_of(name):
-    """(BM, BN, BK) of a tiling, from its name ({tiled|async}_{BM}x{BN}x{BK}...)."""
-    bm, bn, bk = re.match(r"(?:tiled|async)_(\d+)x(\d+)x(\d+)", name).groups()
-    return int(bm), int(bn), int(bk)
-
-
-def wave_grid(slots, waves):
-    """(tiles in M, tiles in N) holding exactly `waves` x `slots` tiles, near square."""
-    tiles = slots * waves
-    tm = int(tiles**0.5)
-    while tiles % tm:
-        tm -= 1
-    return tm, tiles // tm
-
-
-def operand(rows, cols, order, gen):
-    """N(0, 1), row-major ('r') or column-major ('c'), contiguous."""
-    if order == "r":
-        return torch.randn(rows, cols, device="cuda", generator=gen)
-    return torch.randn(cols, rows, device="cuda", generator=gen).t()
 
 
 def fit(points):
@@ -68,21 +45,20 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("no GPU: this probe times kernels")
-    gen = torch.Generator(device="cuda").manual_seed(args.seed)
     torch_vecgemm.autotune(False)
     print(f"{'config':<26} {'order':<5} {'blocks a wave':>13} {'launch us':>9} {'fixed us':>8} {'K tile us':>9} "
           f"{'fixed / K tile':>14} {'worst fit':>9}")
     for order in args.orders.split(","):
         for name in config_names(args.configs):
-            bm, bn, bk = tile_of(name)
+            bm, bn, bk = block_tile(name)
             slots = torch_vecgemm._C.resident_blocks(name)
             points = []
             for waves in WAVES:
-                tm, tn = wave_grid(slots, waves)
+                tm, tn = whole_waves_grid(slots, waves)
                 m, n = tm * bm, tn * bn
                 for k_tiles in K_TILES:
                     k = k_tiles * bk
-                    A, B = operand(m, k, order[0], gen), operand(k, n, order[1], gen)
+                    A, B = make_operands(m, n, k, order, "cuda", args.seed)
                     torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), name, 1, stream_k=False)
                     plan = torch_vecgemm.plan(A, B)
                     if (plan.kernel, plan.split_k, plan.copy_a, plan.copy_b) != (name, 1, None, None):
