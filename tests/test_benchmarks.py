@@ -215,10 +215,12 @@ def test_block_overhead_fit_recovers_the_costs(rng):
     from benchmarks.probes.block_overhead import K_TILES, WAVES, fit
 
     launch, fixed, tile = 4.0, 3.0, 0.5
+    # 1% of noise on every point, as timing leaves it: 1% of the longest call is more than
+    # the fixed costs, so an unweighted fit would miss them by more than the tolerance.
     noise = rng.uniform(len(WAVES) * len(K_TILES), device="cpu").tolist()
-    points = [(w, kt, (launch + w * (fixed + kt * tile)) * (1 + 1e-3 * (noise.pop() - 0.5)))
+    points = [(w, kt, (launch + w * (fixed + kt * tile)) * (1 + 0.02 * (noise.pop() - 0.5)))
               for w in WAVES for kt in K_TILES]
-    assert np.allclose(fit(points), [launch, fixed, tile], rtol=0.05, atol=0.2)
+    assert np.allclose(fit(points), [launch, fixed, tile], rtol=0.15, atol=0.1)
 
 
 def test_precision_run_needs_a_gpu():
