@@ -267,19 +267,23 @@ def tail_grid(slots, waves, tail_fraction):
     raise AssertionError("unreachable: tiles_m = 1 gives the target")
 
 
+# (M, N, K) large enough that auto copies misaligned operands and pads an odd K: the copies
+# (~3% of the product) cost less than the 4-byte loads and the checked loop they save, or
+# than doing without the fastest config, which has no 4-byte instance. K is odd.
+COPIED_SHAPE = (2048, 2080, 2047)
+
+
 def copied_problem(rng):
-    """(A, B) that auto copies both of: K odd and A's rows misaligned, large enough that the
-    copies (~3% of the product) cost less than the 4-byte loads and the checked loop they
-    save, or than doing without the fastest config, which has no 4-byte instance."""
-    return make_operand(rng, 2048, 2047, "r", offset=1), make_operand(rng, 2047, 2080, "c")
+    """(A, B) of COPIED_SHAPE that auto copies both of: K odd and A's rows misaligned."""
+    m, n, k = COPIED_SHAPE
+    return make_operand(rng, m, k, "r", offset=1), make_operand(rng, k, n, "c")
 
 
 def transposing_problems(rng, batch):
-    """(layout, A, B) for each pair of storage orders: K odd and the product large, so that
-    auto copies both operands (into the orders the planner rates fastest) and pads K
-    (copied_problem); A misaligned (the copy reads it with scalar loads); batches of 3, or B
-    one matrix broadcast over them."""
-    m, n, k = 2048, 2080, 2047
+    """(layout, A, B) for each pair of storage orders: COPIED_SHAPE, so that auto copies both
+    operands (into the orders the planner rates fastest) and pads K; A misaligned (the copy
+    reads it with scalar loads); batches of 3, or B one matrix broadcast over them."""
+    m, n, k = COPIED_SHAPE
     nb = None if batch is None else 3
     for layout in LAYOUTS:
         A = make_operand(rng, m, k, layout[0], batch=nb, offset=1)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import torch_vecgemm
-from conftest import GPU, assert_gemm_close, measured_profile, ops, poison_allocator, randn
+from conftest import COPIED_SHAPE, GPU, assert_gemm_close, measured_profile, ops, poison_allocator, randn
 
 pytestmark = GPU
 
@@ -67,7 +67,7 @@ assert_gemm_close(out, A, B, C, 1.5, -0.5)
     "m,n,k,layout,offset,planned",
     [
         (4096, 4096, 2048, "rr", 0, "copy of A"),  # a copy for the order alone (measured profiles only)
-        (2048, 2080, 2047, "rc", 0, "copies of A and B"),  # copies that pad K (both operands)
+        (*COPIED_SHAPE, "rc", 0, "copies of A and B"),  # copies that pad K (both operands)
         (4096, 4096, 2048, "cr", 1, "copy of A"),  # a copy of a misaligned A
         (64, 4096, 4096, "rr", 0, "split-k"),  # a split-K workspace
     ],

@@ -11,6 +11,7 @@ import torch
 
 import torch_vecgemm
 from conftest import (
+    COPIED_SHAPE,
     GPU,
     LAYOUTS,
     STREAM_K_TILING,
@@ -210,13 +211,13 @@ def test_gemv(case, vector, k, batch, offset, rng):
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("batch", [None, 3, "broadcast"])
-@pytest.mark.parametrize("k,must_copy", [(2047, "AB"), (2048, "A")])
+@pytest.mark.parametrize("k,must_copy", [(COPIED_SHAPE[2], "AB"), (COPIED_SHAPE[2] + 1, "A")])
 def test_padded_copies(layout, batch, k, must_copy, rng):
-    # Large enough that auto copies operands rather than take the slow paths (copied_problem):
+    # Large enough that auto copies operands rather than take the slow paths (COPIED_SHAPE):
     # both with K zero-padded to a multiple of 16 when K is odd, else the misaligned A (and
     # whichever the cost model copies into a faster storage order). The copies must not
     # change the result. (test_planning checks the plans themselves.)
-    m, n = 2048, 2080
+    m, n, _ = COPIED_SHAPE
     nb = None if batch is None else 3
     A = make_operand(rng, m, k, layout[0], batch=nb, offset=1, ld_pad=2)
     B = aligned_operand(rng, k, n, layout[1], None if batch == "broadcast" else nb)

@@ -13,6 +13,7 @@ import torch
 
 import torch_vecgemm
 from conftest import (
+    COPIED_SHAPE,
     FORMER_NAMES,
     GPU,
     LAYOUTS,
@@ -127,11 +128,10 @@ def test_gemv_planned(m, n, a_order, b_order, gemv, rng):
 @pytest.mark.parametrize(
     "m,n,k,offset,must_copy",
     [
-        # Large enough that the copies (~3% of the product) pay for the 4-byte loads and the
-        # checked loop, and for the fastest config, which has no 4-byte instance. (An odd K
-        # alone is the model's call: the cp.async rows take it as given at little cost.)
-        (2048, 2080, 2047, 1, "AB"),  # K odd: both copied, K zero-padded to a multiple of 16
-        (2048, 2080, 2048, 1, "A"),  # A misaligned: copied, aligned
+        # COPIED_SHAPE. (An odd K alone is the model's call: the cp.async rows take it as
+        # given at little cost.)
+        (*COPIED_SHAPE, 1, "AB"),  # K odd: both copied, K zero-padded to a multiple of 16
+        (*COPIED_SHAPE[:2], COPIED_SHAPE[2] + 1, 1, "A"),  # A misaligned: copied, aligned
         (100, 100, 1023, 1, ""),  # too small for a copy to pay
     ],
 )
