@@ -21,10 +21,13 @@ struct PlanSummary {
   // What the kernel computes in, "ieee" or "3xtf32"; none on "fallback" (torch's own
   // settings decide there).
   std::optional<std::string> precision;
-  // 3xTF32 was asked for (or the switch asks for it) but the GPU or the build cannot run
-  // it: why; the lenient ops then run IEEE fp32 (the strict ones raise this).
+  // 3xTF32 was asked for (or the switch asks for it) and IEEE fp32 runs instead: why. Either
+  // the GPU or the build cannot run it (the strict ops raise this), or, with the auto
+  // variant, 3xTF32 would be less accurate or slower on this problem.
   std::optional<std::string> precision_fallback;
   bool autotune_pending = false;
+  // The cost model's time for the plan, in microseconds; none where no model prices it.
+  std::optional<double> predicted_us;
   std::string description;   // describe(): what selected_kernel returns
 };
 

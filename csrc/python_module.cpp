@@ -81,6 +81,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         d["precision"] = s.precision;
         d["precision_fallback"] = s.precision_fallback;
         d["autotune_pending"] = s.autotune_pending;
+        d["predicted_us"] = s.predicted_us;
         d["description"] = s.description;
         return d;
       },

@@ -11,25 +11,31 @@ import pytest
 import torch
 
 import torch_vecgemm
-from conftest import COPIED_SHAPE, GPU, assert_gemm_close, measured_profile, ops, poison_allocator, randn
+from conftest import COPIED_SHAPE, GPU, TF32X3_KERNELS, assert_gemm_close, measured_profile, ops, poison_allocator, randn
 
 pytestmark = GPU
 
 
 @pytest.mark.parametrize("precision,m,k,n", [("auto", 256, 96, 200), ("3xtf32", 256, 96, 200), ("3xtf32", 48, 4096, 40)])
 def test_cuda_graph_capture(precision, m, k, n, rng):
-    # 3xTF32 too: its launcher sets the kernel's shared-memory attribute on every launch,
-    # and its split-K workspace comes from the graph's pool.
+    # 3xTF32 too, on its kernels by name (auto gives these small problems to fp32): its
+    # launcher sets the kernel's shared-memory attribute on every launch, and its split-K
+    # workspace comes from the graph's pool.
     A, B = randn(rng, m, k), randn(rng, k, n)
-    out = torch_vecgemm.mm(A, B, precision=precision)  # warm-up outside the graph
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = torch_vecgemm.mm(A, B, precision=precision)
-    A.copy_(randn(rng, m, k))
-    out.fill_(float("nan"))
-    graph.replay()
-    torch.cuda.synchronize()
-    assert_gemm_close(out, A, B)
+    rows = [v for v in TF32X3_KERNELS if torch_vecgemm.fallback_reason(A, B, variant=v) is None]
+    calls = [lambda: torch_vecgemm.mm(A, B, precision=precision)]
+    if precision == "3xtf32":
+        calls += [lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, rows[0], precision)]
+    for call in calls:
+        out = call()  # warm-up outside the graph
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = call()
+        A.copy_(randn(rng, m, k))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert_gemm_close(out, A, B)
 
 
 # Run in a fresh process: there the caching allocator holds nothing but this problem, so a

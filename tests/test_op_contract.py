@@ -390,9 +390,11 @@ def test_linear_gradients_float64(device, rng):
 @gpu
 @pytest.mark.parametrize("precision", ["auto", "3xtf32"])
 def test_float32_gradients_against_float64(precision, rng):
-    x = randn(rng, 300, 257).requires_grad_()
-    W = randn(rng, 129, 257).requires_grad_()
-    b = randn(rng, 129).requires_grad_()
+    # Large enough that 3xTF32 serves the forward and both backward products (its rule gives
+    # smaller ones to fp32: test_precision.py).
+    x = randn(rng, 4096, 4096).requires_grad_()
+    W = randn(rng, 2048, 4096).requires_grad_()
+    b = randn(rng, 2048).requires_grad_()
     out = torch_vecgemm.linear(x, W, b, precision=precision)
     g = randn(rng, *out.shape)
     grads = torch.autograd.grad(out, (x, W, b), g)

@@ -349,14 +349,28 @@ def test_misspelt_precision_fails_while_tracing(rng):
 # ---- on the GPU: the plan ------------------------------------------------------------------------
 
 
+def _fastest_row(A, B, C=None):
+    """The 3xTF32 row the planner predicts fastest for A @ B (an earlier row on a tie): what
+    the auto variant runs in precision 3xTF32 where its rule keeps 3xTF32, named so that a
+    test of the kernels runs them whatever the rule says of the problem."""
+    rows = [v for v in TF32X3_KERNELS if torch_vecgemm.fallback_reason(A, B, C, variant=v) is None]
+    return min(rows, key=lambda v: (torch_vecgemm.plan(A, B, C, variant=v).predicted_us, TF32X3_KERNELS.index(v)))
+
+
+# A product 3xTF32 serves: long sums (below the floor's reach) on many tiles, predicted ~2x fp32.
+SERVED = (4096, 2048, 4096)
+
+
 @gpu
 def test_plan_names_the_3xtf32_kernel(rng):
-    A, B = randn(rng, 300, 200), randn(rng, 200, 100)
+    m, n, k = SERVED
+    A, B = randn(rng, m, k), randn(rng, k, n)
     ieee = torch_vecgemm.plan(A, B)
     assert ieee.precision == "ieee" and ieee.family in ("tiled", "async"), ieee
     plan = torch_vecgemm.plan(A, B, precision="3xtf32")
     assert plan.family == "tf32x3" and plan.kernel in TF32X3_KERNELS and plan.precision == "3xtf32", plan
     assert plan.precision_fallback is None and plan.copy_a is None and plan.copy_b is None, plan
+    assert plan.kernel == _fastest_row(A, B) and plan.predicted_us < ieee.predicted_us, (plan, ieee)
     assert torch_vecgemm.selected_kernel(A, B, precision="3xtf32") == str(plan) and str(plan).startswith(plan.kernel)
     assert torch_vecgemm.fallback_reason(A, B, precision="3xtf32") is None
     with torch_vecgemm.precision("3xtf32"):
@@ -375,6 +389,35 @@ def test_plan_names_the_3xtf32_kernel(rng):
 
 
 @gpu
+def test_fp32_serves_what_3xtf32_would_lose(rng):
+    # Short sums (fp32's error under 3xTF32's floor) and small problems (3xTF32 not predicted
+    # faster): the lenient functions hand the product to torch's fp32, which computes it
+    # exactly as torch.mm does; plan() says so and why.
+    cases = [((700, 600, 40), "would be less accurate"), ((1, 4096, 4096), "would be less accurate"),
+             ((1024, 1024, 1024), "not predicted faster")]
+    for (m, n, k), why in cases:
+        A = randn(rng, m, k)
+        B = randn(rng, n, k).t() if m == 1 else randn(rng, k, n)  # x @ W.T for the decode shape
+        plan = torch_vecgemm.plan(A, B, precision="3xtf32")
+        assert plan.family == "torch" and plan.kernel is None and plan.precision == "ieee", plan
+        assert why in plan.precision_fallback and str(plan).startswith("torch fp32 ("), plan
+        assert torch.equal(torch_vecgemm.mm(A, B, precision="3xtf32"), _cublas(A, B))
+        # The strict op keeps to the library's kernels: there the IEEE plan runs.
+        assert_gemm_close(ops.sgemm(A, B, None, 1.0, 0.0, "auto", "3xtf32"), A, B)
+        # With TF32 allowed, torch's product would not keep fp32's accuracy: the IEEE kernels.
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            tf32_on = torch_vecgemm.plan(A, B, precision="3xtf32")
+            out = torch_vecgemm.mm(A, B, precision="3xtf32")
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+        assert tf32_on.precision == "ieee" and tf32_on.family in ("tiled", "async", "gemv"), tf32_on
+        assert why in tf32_on.precision_fallback and why in str(tf32_on), tf32_on
+        assert_gemm_close(out, A, B)
+
+
+@gpu
 def test_strict_conflicts_raise(rng):
     A, B = randn(rng, 64, 32), randn(rng, 32, 48)
     with pytest.raises(RuntimeError, match="computes in IEEE fp32.*precision='3xtf32'"):
@@ -390,13 +433,14 @@ def test_strict_conflicts_raise(rng):
 @gpu
 def test_deep_k_small_output_is_split(rng):
     A, B, C = randn(rng, 48, 8192), randn(rng, 8192, 40), randn(rng, 48, 40)
-    plan = torch_vecgemm.plan(A, B, C, precision="3xtf32")
+    row = _fastest_row(A, B, C)
+    plan = torch_vecgemm.plan(A, B, C, variant=row)
     assert plan.family == "tf32x3" and plan.split_k > 1 and f"split-k {plan.split_k}" in str(plan), plan
     poison_allocator((48, 40))
-    out = ops.sgemm(A, B, C, 0.5, -1.0, "auto", "3xtf32")
+    out = ops.sgemm(A, B, C, 0.5, -1.0, row, "3xtf32")
     assert_gemm_close(out, A, B, C, 0.5, -1.0)
     batched = randn(rng, 3, 48, 8192)
-    out = ops.sgemm(batched, B.expand(3, 8192, 40), C, 1.0, 1.0, "auto", "3xtf32")
+    out = ops.sgemm(batched, B.expand(3, 8192, 40), C, 1.0, 1.0, row, "3xtf32")
     assert_gemm_close(out, batched, B.expand(3, 8192, 40), C, 1.0, 1.0)
 
 
@@ -430,10 +474,12 @@ def test_batched_and_broadcast_c(broadcast, rng):
     B = randn(rng, 1 if broadcast == "B" else batch, k, n).expand(batch, k, n)
     for C in (randn(rng, n), randn(rng, m, 1), randn(rng, batch, 1, n), randn(rng, batch, m, n).transpose(-1, -2)
               .contiguous().transpose(-1, -2)):
-        poison_allocator((batch, m, n))
-        out = torch_vecgemm.sgemm(A, B, C, alpha=-1.25, beta=0.5, precision="3xtf32")
-        assert torch_vecgemm.plan(A, B, C, precision="3xtf32").family == "tf32x3"
-        assert_gemm_close(out, A, B, C, -1.25, 0.5)
+        for variant in TF32X3_KERNELS:
+            if torch_vecgemm.fallback_reason(A, B, C, variant=variant) is not None:
+                continue  # a row this GPU cannot run
+            poison_allocator((batch, m, n))
+            out = ops.sgemm(A, B, C, -1.25, 0.5, variant, "3xtf32")
+            assert_gemm_close(out, A, B, C, -1.25, 0.5)
     # beta == 0: C is not read, NaN in it cannot reach the result.
     out = ops.sgemm(A, B, torch.full((n,), float("nan"), device="cuda"), 1.0, 0.0, "auto", "3xtf32")
     assert_gemm_close(out, A, B)
@@ -562,8 +608,10 @@ LARGE_SHAPES = [(8192, 8192, 8192), (512, 512, 65536)]
 
 
 def _check_against_cublas(A, B, contract=True):
+    """The kernel auto would run in 3xTF32 were its rule to keep 3xTF32 (_fastest_row),
+    against cuBLAS SGEMM's error: the kernels' contract."""
     poison_allocator((A.shape[0], B.shape[1]))
-    ours = ops.sgemm(A, B, None, 1.0, 0.0, "auto", "3xtf32")
+    ours = ops.sgemm(A, B, None, 1.0, 0.0, _fastest_row(A, B), "3xtf32")
     theirs = _cublas(A, B)
     fro, worst = _errors(ours, A, B)
     fro_ref, worst_ref = _errors(theirs, A, B)
@@ -622,7 +670,7 @@ def test_nan_and_inf_as_torch_mm(m, n, k, rng):
     # summation order, in which cuBLAS and the kernel legitimately differ.)
     for a, b in ((A, B), (A.t().contiguous().t(), B), (A, B.t().contiguous().t())):
         poison_allocator((m, n))
-        ours = ops.sgemm(a, b, None, 1.0, 0.0, "auto", "3xtf32")
+        ours = ops.sgemm(a, b, None, 1.0, 0.0, _fastest_row(a, b), "3xtf32")
         want = _cublas(a, b)
         _assert_specials_as(ours, want)
 
@@ -637,7 +685,7 @@ def test_subnormals(rng):
     A[:, :4] = 2.0**-140  # subnormal operands
     _check_against_cublas(A, B, contract=False)
     # Subnormal results are kept, not flushed to zero where cuBLAS keeps them.
-    out = ops.sgemm(A * 2.0**-10, B, None, 1.0, 0.0, "auto", "3xtf32")
+    out = ops.sgemm(A * 2.0**-10, B, None, 1.0, 0.0, _fastest_row(A, B), "3xtf32")
     want = _cublas(A * 2.0**-10, B)
     assert (want.abs() < torch.finfo(torch.float32).tiny).any()
     flushed = int((out == 0).sum()) - int((want == 0).sum())
@@ -704,13 +752,15 @@ def test_narrow_side_kernel(variant, rng):
 
 
 @gpu
-def test_auto_takes_the_narrow_side_kernel_for_decode(rng):
+def test_narrow_side_kernel_is_the_fastest_row_for_decode(rng):
     # x @ W.T with a few tokens: the wide operand read once instead of 64-row tiles of padding.
+    # (Auto in 3xTF32 gives these to fp32, whose short sums are more accurate here:
+    # test_fp32_serves_what_3xtf32_would_lose.)
     for m, n, k, kernel in [(1, 4096, 4096, "tf32x3_few_rows_mma"), (16, 4096, 1024, "tf32x3_few_rows_mma"),
                             (4096, 8, 2048, "tf32x3_few_cols_mma")]:
         A, B = _narrow_operands(rng, "rows" if kernel.endswith("rows_mma") else "cols", min(m, n), max(m, n), k)
-        plan = torch_vecgemm.plan(A, B, precision="3xtf32")
-        assert plan.kernel == kernel, plan
+        assert _fastest_row(A, B) == kernel, [(v, torch_vecgemm.plan(A, B, variant=v).predicted_us)
+                                              for v in TF32X3_KERNELS]
         # cuBLAS sums these in short chains: 1.3-1.4e-7 at 1 x 4096 x 4096 (measured on the
         # H200), about the split's own representation error, under the kernels' ~2.5e-7
         # floor; so the representation bound, as for the short-K cases above.
@@ -745,7 +795,8 @@ def test_narrow_side_nan_inf_and_tiny_results(variant, rng):
 
 @gpu
 def test_switch_reaches_the_kernels(rng):
-    A, B = randn(rng, 256, 192), randn(rng, 192, 160)
+    m, n, k = SERVED
+    A, B = randn(rng, m, k), randn(rng, k, n)
     with torch_vecgemm.precision("3xtf32"):
         assert torch_vecgemm.plan(A, B).family == "tf32x3"
         out = torch_vecgemm.mm(A, B)

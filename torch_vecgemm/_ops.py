@@ -54,7 +54,10 @@ class Plan:
     ``str(plan)`` is what ``selected_kernel`` returns.
     """
 
-    family: str  # "tiled", "async", "gemv", "vectorized", "tf32x3", "empty" (no kernel: D = beta * C or nothing) or "fallback"
+    # "tiled", "async", "gemv", "vectorized", "tf32x3", "empty" (no kernel: D = beta * C or nothing),
+    # "fallback" (a rule sends the call to torch) or "torch" (precision 3xTF32 asked for, and
+    # torch's fp32 product is faster or more accurate here: precision_fallback says which)
+    family: str
     kernel: Optional[str]  # the variant name of the kernel that runs; None for "empty" and "fallback"
     split_k: int  # K slices (1: unsplit)
     stream_k: bool  # the last partial wave of tiles runs as the stream-K tail
@@ -63,9 +66,12 @@ class Plan:
     orders: str  # storage orders of A and B as the kernel reads them ("rr", "rc", "cr", "cc"); "" on fallback
     fallback_reason: Optional[str]
     precision: Optional[str]  # what the kernel computes in, "ieee" or "3xtf32"; None on "fallback" (torch decides)
-    precision_fallback: Optional[str]  # 3xTF32 was asked for but cannot run here: why (IEEE runs instead)
+    # 3xTF32 was asked for and IEEE runs instead: why (the GPU cannot run it, or, with variant
+    # "auto", 3xTF32 would be less accurate or predicted slower on this problem)
+    precision_fallback: Optional[str]
     autotune_pending: bool  # autotune mode, shape not tuned yet: the first call times candidates
     description: str
+    predicted_us: Optional[float] = None  # the cost model's time for the plan; None where it has none
 
     def __str__(self) -> str:
         return self.description

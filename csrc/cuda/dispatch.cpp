@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -201,6 +202,21 @@ Precision lenient_precision(const at::Tensor& A, PrecisionRequest request, Reaso
   return Precision::Ieee;
 }
 
+// The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
+Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, Precision precision) {
+  const c10::cuda::CUDAGuard guard(A.device());
+  return plan(problem_of(A, B, shape_of(A, B).n % 4 == 0), variant, precision);
+}
+
+// Where the planner declines 3xTF32 (plan.cpp, tf32x3_declined), the lenient op hands the
+// product to torch, whose product is then cuBLAS SGEMM: as fast as the IEEE kernels or
+// faster on most such problems (small ones), and more accurate on short sums (cuBLAS splits
+// them finer; docs/performance.md). With TF32 allowed in torch's matmuls its product would
+// lose fp32's accuracy, which precision 3xTF32 promises to keep: the IEEE kernels run.
+bool hands_to_torch(const Plan& plan) {
+  return plan.tf32x3_declined.has_value() && !at::globalContext().allowTF32CuBLAS();
+}
+
 // The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
 // otherwise exactly what torch.addmm / torch.baddbmm compute.
 at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
@@ -208,15 +224,12 @@ at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::option
   const PrecisionRequest request = parse_precision(precision);
   // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
   if (fallback_reason(A, B, C, "auto", "ieee")) return gemm_reference(A, B, C, alpha, beta);
+  const Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A, request));
+  if (hands_to_torch(p)) return gemm_reference(A, B, C, alpha, beta);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
-  run(D, A, B, C, alpha, beta, "auto", lenient_precision(A, request));
-  return D;
-}
-
-// The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
-Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, Precision precision) {
   const c10::cuda::CUDAGuard guard(A.device());
-  return plan(problem_of(A, B, shape_of(A, B).n % 4 == 0), variant, precision);
+  execute(p, D, A, B, C, alpha, beta);
+  return D;
 }
 
 const char* family_name(Family f) {
@@ -277,11 +290,18 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
   // changes only what this summary says, never what a call runs.
   const Precision served = lenient ? lenient_precision(A, request, &why_ieee) : effective_precision(variant, request);
   const Plan p = plan_of(A, B, *parse_variant(variant), served);
-  out.family = family_name(p.family);
-  out.precision = precision_name(served);
+  if (!why_ieee) why_ieee = p.tf32x3_declined;
+  out.precision = precision_name(why_ieee ? Precision::Ieee : served);
   out.precision_fallback = why_ieee;
+  if (lenient && hands_to_torch(p)) {
+    out.family = "torch";
+    out.description = "torch fp32 (" + *why_ieee + ")";
+    return out;
+  }
+  out.family = family_name(p.family);
   out.description = describe(p);
   if (why_ieee) out.description += " (IEEE fp32: " + *why_ieee + ")";
+  if (!std::isnan(p.predicted_ns)) out.predicted_us = p.predicted_ns / 1000.0;
   switch (p.family) {
     case Family::Empty:
       break;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -59,12 +60,13 @@ bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
 }
 
 // The copies the cost model says pay, into `plan` (copy_a, copy_b, key); none for small
-// problems. Each operand is taken as given or copied into either order, a copy padding K
+// problems. Returns the model's time for the plan's key with its copies. Each operand is taken as given or copied into either order, a copy padding K
 // where K needs it; K must then be padded in both, so there either both operands are copied
 // or neither is. A broadcast operand is copied once.
-void plan_copies(const Problem& p, Plan& plan) {
+double plan_copies(const Problem& p, Plan& plan) {
   const GemmShape& s = p.shape;
-  if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse) return;
+  if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse)
+    return model_best_ns(plan.key);
   const Layout la = p.a.layout, lb = p.b.layout;
   const int64_t padded_k = ceil_div(s.k, kKPadding) * kKPadding;
   const bool pad_k = padded_k != s.k;
@@ -91,6 +93,7 @@ void plan_copies(const Problem& p, Plan& plan) {
       }
     }
   }
+  return best_ns;
 }
 
 // The model's choice, remembered per key and config restriction: ranking every candidate
@@ -114,7 +117,7 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
 // 3xTF32 split-K by a waves model (the SIMT cost model has no 3xTF32 figures): a block
 // takes its slice's K tiles plus a fixed cost (tf32x3_block_overhead_tiles), at the
 // profile's K-tile time of the row; the grid takes that times its waves of resident
-// blocks; a split adds the reduction's launch and the partials' round trip, written by
+// blocks, plus its launch (the SIMT model's launch_ns, so that the two compare); a split adds the reduction's launch and the partials' round trip, written by
 // the kernel and read back by the reduction (8 bytes an output element a slice). The
 // split with the least predicted time wins, fewer splits on a tie, in slices of at least
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
@@ -142,7 +145,7 @@ Tf32x3Choice tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
   const double waves = double(ceil_div(tiles * splits, slots));
   const double wave_tiles = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]);
-  Tf32x3Choice out{row, splits, {false, false}, wave_tiles * profile.tf32x3_k_tile_ns[row]};
+  Tf32x3Choice out{row, splits, {false, false}, wave_tiles * profile.tf32x3_k_tile_ns[row] + profile.launch_ns};
   if (splits > 1)
     out.ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
   if (r.kernel_can_split == nullptr) return out;
@@ -180,6 +183,43 @@ std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
     if (!best || c.ns < best->ns) best = c;
   }
   return best;
+}
+
+// Where precision 3xTF32 with the auto variant runs IEEE fp32 instead: 3xTF32 must not make
+// a product less accurate or slower than fp32 would be (docs/design.md, "Precision").
+//  - Accuracy. The split carries 21-22 of an fp32 value's 24 significand bits, so each
+//    product is off by up to ~3 x 2^-22 of |a b| before any sum: an error floor of 4-5 u
+//    (u = 2^-24; relative Frobenius, randn operands) whatever K is. fp32's error grows with
+//    the length L of each FFMA chain, ~0.3 u sqrt(L), so it undercuts the floor on short
+//    sums: 3xTF32 stays within 1.25x of fp32's error from L of ~180 on. fp32 plans split a
+//    deep K over few output tiles (ours and cuBLAS's alike), so L is K over the IEEE plan's
+//    split, and kTf32x3MinSum leaves room for cuBLAS splitting up to ~3x more than ours
+//    (measured on the H200: docs/performance.md, "3xTF32 on every shape").
+//  - Speed. The 3xTF32 row's waves model against the SIMT cost model's time for the IEEE
+//    plan (its copies and split included), both with their launches. The waves model prices
+//    a full wave of long-K blocks well and underprices the rest (short K, one wave, the
+//    split passes): on the random sweep the kernels took 1.0-2.0x its prediction, so
+//    3xTF32 must be predicted faster after kTf32x3ModelSlack and kTf32x3FixedNs.
+constexpr int64_t kTf32x3MinSum = 512;
+constexpr double kTf32x3ModelSlack = 1.6;
+constexpr double kTf32x3FixedNs = 8000.0;
+
+std::string microseconds(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f us", ns / 1000.0);
+  return text;
+}
+
+Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Choice& choice, const Plan& ieee) {
+  const int64_t sum = ceil_div(key.k, std::max(1, ieee.tiling.splits));
+  if (sum < kTf32x3MinSum)
+    return "3xTF32 would be less accurate: fp32 sums " + std::to_string(sum) + " products here, and below " +
+           std::to_string(kTf32x3MinSum) + " its error is under 3xTF32's floor";
+  // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
+  if (ieee.predicted_ns < choice.ns * kTf32x3ModelSlack + kTf32x3FixedNs)
+    return "3xTF32 is not predicted faster: " + microseconds(choice.ns) + " on " + kTf32x3Rows[choice.row].name +
+           " against " + microseconds(ieee.predicted_ns) + " in fp32";
+  return std::nullopt;
 }
 
 // A variant as a number, for the plan cache's key: the config of a FixedConfig, -1..-3 for
@@ -310,10 +350,18 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
         fixed_row ? std::optional(tf32x3_best_split(out.key, fixed_row->row)) : tf32x3_choice(out.key);
     TORCH_INTERNAL_ASSERT(choice, "vecgemm: 3xTF32 planned where the rules refuse it: ",
                           tf32x3_row_for(problem.device).reason.value_or(""));
+    if (!fixed_row) {
+      Plan ieee = make_plan(problem, variant, Precision::Ieee, allow_copies);
+      if (Reason why = tf32x3_declined(out.key, *choice, ieee)) {
+        ieee.tf32x3_declined = std::move(why);
+        return ieee;
+      }
+    }
     out.family = Family::Tf32x3;
     const int slice = slice_for(out.key.k, choice->splits, kTf32x3Rows[choice->row].bk);
     out.tiling = TilingChoice{choice->row, int(ceil_div(out.key.k, slice)), false};
     out.kernel_splits = choice->kernel_splits;
+    out.predicted_ns = choice->ns;
     return out;
   }
   if (std::holds_alternative<MatrixVector>(variant) ||
@@ -321,7 +369,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
     out.family = Family::Gemv;
     return out;
   }
-  if (auto_select && allow_copies) plan_copies(problem, out);
+  if (auto_select) out.predicted_ns = allow_copies ? plan_copies(problem, out) : model_best_ns(out.key);
 
   std::optional<int> only_config;
   if (const auto* fixed = std::get_if<FixedConfig>(&variant)) only_config = fixed->config;

@@ -6,6 +6,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <cmath>
 #include <optional>
 #include <string>
 #include <variant>
@@ -78,11 +79,19 @@ struct Plan {
   // Autotune mode and no tuned choice yet: `tiling` is the model's, and execution times the
   // model's best candidates first and runs the fastest.
   bool autotune_pending = false;
+  // The cost model's time for the plan as made (copies, split passes and launches
+  // included), in ns; NaN where no model prices it (vectorized, gemv, a named IEEE config).
+  double predicted_ns = NAN;
+  // Precision 3xTF32 with the auto variant, planned on the IEEE kernels instead: why
+  // (tf32x3_declined, plan.cpp: less accurate than IEEE fp32 there, or predicted slower).
+  Reason tf32x3_declined;
 };
 
 // precision: what the call computes in, already resolved and checked against the variant
-// and the device (dispatch.cpp's rules): Tf32x3 plans a 3xTF32 row unless the variant names
-// another (the rules refuse that pair), Ieee the SIMT kernels. allow_copies = false plans
+// and the device (dispatch.cpp's rules): Ieee plans the SIMT kernels; Tf32x3 with a named
+// row plans that row, and with the auto variant the row predicted fastest wherever 3xTF32
+// is as accurate as IEEE fp32 and predicted faster than the IEEE plan, the IEEE plan
+// elsewhere (Plan::tf32x3_declined says why). allow_copies = false plans
 // for the operands as they are (execution's fallback when the copies cannot be allocated).
 Plan plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies = true);
 
