@@ -13,6 +13,9 @@ A set holds one record of each kind (KINDS), each measured from a committed chec
             bench.csv (one record a row), bench.png
     sweep   the seeded random-shape sweep (sweep.py, seed 0, 128 problems): sweep.json,
             sweep.png
+    sweep_3xtf32, sweep_3xtf32_seed1  the same sweep in precision 3xTF32, seed 0 (the
+            problems its planning rule was fitted on) and seed 1 (problems no figure was
+            fitted on), each problem's time and error beside torch.matmul's
     host    host time per call, path by path (host_overhead.py): host.json, host.png
     train   the training benchmark, train.py at its defaults (TRAIN_ARGS: gpt2-small and the
             MLP, each trained with torch.nn.Linear and with torch_vecgemm's, timed eager and
@@ -52,8 +55,10 @@ TRAIN_BEGIN, TRAIN_END = "<!-- train:begin -->", "<!-- train:end -->"
 RECORD_ARGS = ["--suite", "square,model", "--layouts", "rr", "--variants", "auto,vectorized"]
 # The training benchmark of record: train.py's defaults (models.json's default preset).
 TRAIN_ARGS = []
-KINDS = ("bench", "sweep", "host", "train", "precision")
-SWEEP_SEED, SWEEP_COUNT = 0, 128
+KINDS = ("bench", "sweep", "sweep_3xtf32", "sweep_3xtf32_seed1", "host", "train", "precision")
+# Each sweep kind's seed and precision (128 problems each).
+SWEEPS = {"sweep": (0, "ieee"), "sweep_3xtf32": (0, "3xtf32"), "sweep_3xtf32_seed1": (1, "3xtf32")}
+SWEEP_COUNT = 128
 
 
 def gpu_slug(name):
@@ -81,7 +86,9 @@ def load(slug, kind="bench"):
 def _kind_modules():
     from benchmarks import host_overhead, precision, sweep
 
-    return (("sweep", sweep, "Random shapes"), ("host", host_overhead, "Host time per call"),
+    return (("sweep", sweep, "Random shapes"), ("sweep_3xtf32", sweep, "Random shapes in 3xTF32"),
+            ("sweep_3xtf32_seed1", sweep, "Random shapes in 3xTF32, a second seed"),
+            ("host", host_overhead, "Host time per call"),
             ("precision", precision, "Accuracy and speed: IEEE fp32 and 3xTF32"))
 
 
@@ -178,15 +185,16 @@ def measure_bench(slug):
     _wrote(bench.write_outputs(os.path.join(ROOT, slug, "bench"), info, records, settings))
 
 
-def measure_sweep(slug):
+def measure_sweep(slug, kind="sweep"):
     from benchmarks import sweep
 
-    data = sweep.run(seed=SWEEP_SEED, count=SWEEP_COUNT)
+    seed, precision = SWEEPS[kind]
+    data = sweep.run(seed=seed, count=SWEEP_COUNT, precision=precision)
     wrong = [r for r in data["records"] if r["note"]]
     if wrong:
-        raise SystemExit(f"{len(wrong)} sweep results disagree with torch.matmul; no sweep record written")
+        raise SystemExit(f"{len(wrong)} sweep results disagree with torch.matmul; no {kind} record written")
     print(sweep.markdown(data))
-    _wrote(sweep.write(data, os.path.join(ROOT, slug, "sweep")))
+    _wrote(sweep.write(data, os.path.join(ROOT, slug, kind)))
 
 
 def measure_host(slug):
@@ -223,8 +231,8 @@ def measure_precision(slug):
     _wrote(precision.write(data, os.path.join(ROOT, slug, "precision")))
 
 
-MEASURE = {"bench": measure_bench, "sweep": measure_sweep, "host": measure_host, "train": measure_train,
-           "precision": measure_precision}
+MEASURE = {"bench": measure_bench, "host": measure_host, "train": measure_train, "precision": measure_precision,
+           **{kind: (lambda slug, kind=kind: measure_sweep(slug, kind)) for kind in SWEEPS}}
 
 
 def measure(args):

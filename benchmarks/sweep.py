@@ -3,6 +3,7 @@ fitted to.
 
     python -m benchmarks.sweep                        # 128 problems, seed 0, ~1.5 min on an H200
     python -m benchmarks.sweep --count 40 --seed 7 --out /tmp/sweep
+    python -m benchmarks.sweep --precision 3xtf32     # the same problems, precision 3xTF32
 
 Each problem draws M, N and K log-uniformly from 16..8192, the storage order of each operand
 (row- or column-major) and its alignment: half the problems have both operands 16-byte
@@ -12,8 +13,10 @@ seed alone, so a sweep is replayed with the same --seed anywhere.
 
 Both sides run on the same inputs in the same process, each the median of
 triton.testing.do_bench with the L2 cleared before every run: what the user calls
-(`torch_vecgemm.mm`, launch cost included) against `torch.matmul` in fp32. Every result is
-checked against torch.matmul's; a mismatch makes the exit status 1.
+(`torch_vecgemm.mm` in the given precision, launch cost included) against `torch.matmul`
+in fp32 (TF32 off). Every result is checked against torch.matmul's (a mismatch makes the
+exit status 1), and both sides' relative Frobenius errors against float64 are recorded:
+the error ratio says whether the precision asked for kept SGEMM's accuracy.
 """
 from __future__ import annotations
 
@@ -60,24 +63,30 @@ def make_problem_operands(p, device, seed):
     return A, B
 
 
-def measure(p, index, seed, timing):
+def relative_error(out, ref64):
+    """The relative Frobenius error of `out` against a float64 reference."""
+    return (torch.linalg.norm(out.double() - ref64) / torch.linalg.norm(ref64)).item()
+
+
+def measure(p, index, seed, timing, precision="ieee"):
     device = "cuda"
     A, B = make_problem_operands(p, device, seed * 100003 + index)
-    plan = torch_vecgemm.plan(A, B)
+    plan = torch_vecgemm.plan(A, B, precision=precision)
     ref = torch.matmul(A, B)
-    out = torch_vecgemm.mm(A, B)
+    out = torch_vecgemm.mm(A, B, precision=precision)
     rel = (torch.linalg.norm(out - ref) / torch.linalg.norm(ref)).item()
+    exact = A.double() @ B.double()
+    err, torch_err = relative_error(out, exact), relative_error(ref, exact)
     torch_ms = time_ms(lambda: torch.matmul(A, B), **timing)
-    ours_ms = time_ms(lambda: torch_vecgemm.mm(A, B), **timing)
+    ours_ms = time_ms(lambda: torch_vecgemm.mm(A, B, precision=precision), **timing)
     flops = 2.0 * p["m"] * p["n"] * p["k"]
-    # The cost model's time for the kernel it chose (copies aside), for the tilings it ranks.
-    model_ms = None
-    if plan.family in ("tiled", "async"):
-        model_ms = torch_vecgemm._C.model_ranking(torch_vecgemm._C.tuning_key(A, B))[0][0] * 1e-6
+    # The cost model's time for the plan it made (copies, passes and launches included).
+    model_ms = None if plan.predicted_us is None else plan.predicted_us * 1e-3
     return dict(
-        **p, plan=str(plan), family=plan.family, torch_ms=torch_ms, ours_ms=ours_ms, model_ms=model_ms,
-        ratio_to_torch_matmul=torch_ms / ours_ms, tflops=flops / (ours_ms * 1e-3) / 1e12,
-        torch_tflops=flops / (torch_ms * 1e-3) / 1e12, rel_err_vs_torch=rel,
+        **p, plan=str(plan), family=plan.family, precision=plan.precision, torch_ms=torch_ms, ours_ms=ours_ms,
+        model_ms=model_ms, ratio_to_torch_matmul=torch_ms / ours_ms, tflops=flops / (ours_ms * 1e-3) / 1e12,
+        torch_tflops=flops / (torch_ms * 1e-3) / 1e12, rel_err_vs_torch=rel, rel_err=err,
+        torch_rel_err=torch_err, error_to_torch_matmul=err / torch_err,
         note=None if rel < REL_ERR_LIMIT else f"WRONG: relative error {rel:.3g} vs torch.matmul",
     )
 
@@ -85,29 +94,50 @@ def measure(p, index, seed, timing):
 def summarize(records):
     ratios = [r["ratio_to_torch_matmul"] for r in records]
     worst = min(records, key=lambda r: r["ratio_to_torch_matmul"])
-    return dict(
+    summary = dict(
         problems=len(records),
         geomean=math.exp(sum(map(math.log, ratios)) / len(ratios)),
         lowest=worst["ratio_to_torch_matmul"],
         lowest_problem=f"{worst['m']}x{worst['n']}x{worst['k']} {worst['layout']} {worst['align']}",
         below_0_95=sum(x < 0.95 for x in ratios),
+        below_1_0=sum(x < 1.0 for x in ratios),
         at_least_1_05=sum(x >= 1.05 for x in ratios),
     )
+    errors = [r["error_to_torch_matmul"] for r in records if "error_to_torch_matmul" in r]
+    if errors:
+        summary.update(error_geomean=math.exp(sum(map(math.log, errors)) / len(errors)), error_highest=max(errors),
+                       error_above_1_25=sum(x > 1.25 for x in errors),
+                       on_3xtf32=sum(r.get("precision") == "3xtf32" for r in records))
+    return summary
 
 
 def markdown(data, title=True):
     """The sweep's summary and its weakest problems, as markdown."""
     s, records = data["summary"], data["records"]
+    settings = data["settings"]
+    precision = settings.get("precision", "ieee")
     lines = []
     if title:
         m = data["machine"]
-        lines += [f"# Random-shape sweep, {m.get('gpu')}", "", report.stamp(m), "",
-                  f"Seed {data['settings']['seed']}, {s['problems']} problems (M, N, K log-uniform in {LOW}..{HIGH}, "
+        lines += [f"# Random-shape sweep, {m.get('gpu')}, precision {precision}", "", report.stamp(m), "",
+                  f"Seed {settings['seed']}, {s['problems']} problems (M, N, K log-uniform in {LOW}..{HIGH}, "
                   "random storage orders and alignment).", ""]
+    if "error_highest" in s:
+        lines += [
+            "| precision | problems | on 3xTF32 | geometric mean x torch.matmul | lowest | below 1.0x | "
+            "error x torch.matmul's (geometric mean) | highest | above 1.25x |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {precision} | {s['problems']} | {s['on_3xtf32']} | {s['geomean']:.3f} | {s['lowest']:.3f} "
+            f"({s['lowest_problem']}) | {s['below_1_0']} | {s['error_geomean']:.2f} | {s['error_highest']:.2f} | "
+            f"{s['error_above_1_25']} |",
+        ]
+    else:  # a record from before the errors were measured
+        lines += [
+            "| problems | geometric mean x torch.matmul | lowest | below 0.95x | at least 1.05x |",
+            "|---:|---:|---:|---:|---:|",
+            f"| {s['problems']} | {s['geomean']:.3f} | {s['lowest']:.3f} ({s['lowest_problem']}) | {s['below_0_95']} | {s['at_least_1_05']} |",
+        ]
     lines += [
-        "| problems | geometric mean x torch.matmul | lowest | below 0.95x | at least 1.05x |",
-        "|---:|---:|---:|---:|---:|",
-        f"| {s['problems']} | {s['geomean']:.3f} | {s['lowest']:.3f} ({s['lowest_problem']}) | {s['below_0_95']} | {s['at_least_1_05']} |",
         "",
         "The ten weakest:",
         "",
@@ -132,14 +162,15 @@ def plot(data, path):
     ax.set_xlabel("FLOP (2 M N K)")
     ax.set_ylabel("x torch.matmul (higher is faster)")
     s = data["summary"]
-    ax.set_title(f"Random shapes: geometric mean {s['geomean']:.3f}, "
-                 f"lowest {s['lowest']:.3f}", fontsize=10)
+    ax.set_title(f"Random shapes, precision {data['settings'].get('precision', 'ieee')}: geometric mean "
+                 f"{s['geomean']:.3f}, lowest {s['lowest']:.3f}", fontsize=10)
     ax.legend(title="plan family")
     save_figure(fig, path, m)
 
 
-def run(seed=0, count=128, warmup_ms=25, rep_ms=100):
-    """Measures the sweep; returns its data (machine, settings, records, summary)."""
+def run(seed=0, count=128, warmup_ms=25, rep_ms=100, precision="ieee"):
+    """Measures the sweep in the given precision; returns its data (machine, settings,
+    records, summary)."""
     if not torch.cuda.is_available():
         raise SystemExit("the sweep times the CUDA kernels and there is no GPU here")
     problems = draw_problems(seed, count)
@@ -150,8 +181,9 @@ def run(seed=0, count=128, warmup_ms=25, rep_ms=100):
         progress = tqdm(list(enumerate(problems)), desc="sweep", file=sys.stderr)
     except ImportError:
         progress = list(enumerate(problems))
-    records = [measure(p, i, seed, timing) for i, p in progress]
-    settings = dict(seed=seed, count=count, low=LOW, high=HIGH, warmup_ms=warmup_ms, rep_ms=rep_ms)
+    records = [measure(p, i, seed, timing, precision) for i, p in progress]
+    settings = dict(seed=seed, count=count, low=LOW, high=HIGH, warmup_ms=warmup_ms, rep_ms=rep_ms,
+                    precision=precision)
     return dict(machine=machine_info(), settings=settings, records=records, summary=summarize(records))
 
 
@@ -165,9 +197,10 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--count", type=int, default=128)
     ap.add_argument("--rep-ms", type=float, default=100)
+    ap.add_argument("--precision", choices=("ieee", "3xtf32"), default="ieee")
     ap.add_argument("--out", help="write OUT.json and OUT.png")
     args = ap.parse_args(argv)
-    data = run(args.seed, args.count, rep_ms=args.rep_ms)
+    data = run(args.seed, args.count, rep_ms=args.rep_ms, precision=args.precision)
     print(markdown(data))
     for r in sorted(data["records"], key=lambda r: r["ratio_to_torch_matmul"]):
         print(f"{r['m']:>5}x{r['n']:>5}x{r['k']:>5} {r['layout']} {r['align']:<12} {r['plan'][:60]:<60} "
