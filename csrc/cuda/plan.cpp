@@ -193,7 +193,7 @@ std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
 //    the length L of each FFMA chain, ~0.3 u sqrt(L), so it undercuts the floor on short
 //    sums: 3xTF32 stays within 1.25x of fp32's error from L of ~180 on. fp32 plans split a
 //    deep K over few output tiles (ours and cuBLAS's alike), so L is K over the IEEE plan's
-//    split, and kTf32x3MinSum leaves room for cuBLAS splitting up to ~3x more than ours
+//    split (or over gemv's chains per output), and kTf32x3MinSum leaves room for cuBLAS splitting up to ~3x more than ours
 //    (measured on the H200: docs/performance.md, "3xTF32 on every shape").
 //  - Speed. The 3xTF32 row's waves model against the SIMT cost model's time for the IEEE
 //    plan (its copies and split included), both with their launches. The waves model prices
@@ -201,6 +201,8 @@ std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
 //    split passes): on the random sweep the kernels took 1.0-2.0x its prediction, so
 //    3xTF32 must be predicted faster after kTf32x3ModelSlack and kTf32x3FixedNs.
 constexpr int64_t kTf32x3MinSum = 512;
+// gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
+constexpr int kGemvChainsPerOutput = 128;
 constexpr double kTf32x3ModelSlack = 1.6;
 constexpr double kTf32x3FixedNs = 8000.0;
 
@@ -211,7 +213,8 @@ std::string microseconds(double ns) {
 }
 
 Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Choice& choice, const Plan& ieee) {
-  const int64_t sum = ceil_div(key.k, std::max(1, ieee.tiling.splits));
+  const int chains = ieee.family == Family::Gemv ? kGemvChainsPerOutput : std::max(1, ieee.tiling.splits);
+  const int64_t sum = ceil_div(key.k, chains);
   if (sum < kTf32x3MinSum)
     return "3xTF32 would be less accurate: fp32 sums " + std::to_string(sum) + " products here, and below " +
            std::to_string(kTf32x3MinSum) + " its error is under 3xTF32's floor";
