@@ -53,6 +53,18 @@ def test_sweep_summary():
     assert s["lowest"] == 0.5 and s["lowest_problem"].startswith("16x8x8")
 
 
+def test_sweep_summary_counts_errors_against_torch():
+    # A sweep in 3xTF32 is judged by its errors beside torch.matmul's as well as its times.
+    rows = [dict(m=16 * (i + 1), n=8, k=8, layout="rr", align="aligned", plan="p", torch_ms=1.0, ours_ms=1.0 / r,
+                 ratio_to_torch_matmul=r, precision=p, error_to_torch_matmul=e)
+            for i, (r, p, e) in enumerate(((1.5, "3xtf32", 0.5), (0.98, "ieee", 1.0), (1.0, "ieee", 1.3)))]
+    s = sweep.summarize(rows)
+    assert (s["below_1_0"], s["on_3xtf32"], s["error_above_1_25"], s["error_highest"]) == (1, 1, 1, 1.3)
+    assert math.isclose(s["error_geomean"], (0.5 * 1.0 * 1.3) ** (1 / 3))
+    text = sweep.markdown(dict(summary=s, records=rows, settings=dict(seed=0, precision="3xtf32")), title=False)
+    assert "| 3xtf32 | 3 | 1 | " in text and "| 1.30 | 1 |" in text
+
+
 def test_best_variant_key_takes_the_planners_vec4_rule():
     # plan.cpp's vec4_ok: aligned pointer and leading dimension, and storage holding the last
     # line's last 16-byte chunk; a one-line operand of 3 floats has no such chunk.
