@@ -43,7 +43,7 @@ import re
 import sys
 
 from benchmarks import report
-from benchmarks.common import REPO, write_record
+from benchmarks.common import CUBLAS, REPO, write_record
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "records")
@@ -109,6 +109,79 @@ def sections(slug, title, image_dir=None):
     return "\n".join(parts)
 
 
+def _ratio(x):
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def headline(slug):
+    """The README's results: a row for each question a user asks of the set, from its
+    records, each linked to summary.md (which holds every table, stamped)."""
+    from benchmarks import precision
+
+    link = f"benchmarks/records/{slug}/summary.md"
+    rows = []
+
+    def row(question, answer, kind):
+        data = load(slug, kind)
+        rows.append(f"| {question} | {answer} | [{kind}]({link}), {data['machine'].get('git_commit')} |")
+
+    bench = load(slug)
+    if bench is not None:
+        ours = [r for r in bench["records"] if r["variant"] == "auto"]
+        square = {r["m"]: r["ratio_to_torch_matmul"] for r in ours if r["suite"] == "square"}
+        model = [r["ratio_to_torch_matmul"] for r in ours if r["suite"] == "model"]
+        if square:
+            row("IEEE fp32, square M = N = K", ", ".join(f"{m}: {_ratio(square[m])}" for m in sorted(square) if m >= 1024),
+                "bench")
+        if model:
+            row(f"IEEE fp32, {len(model)} model shapes", f"geometric mean {_ratio(report.geomean(model))}, "
+                f"lowest {_ratio(min(model))}", "bench")
+    for kind, question in (("sweep", "IEEE fp32, random shapes"), ("sweep_3xtf32", "3xTF32, random shapes"),
+                           ("sweep_3xtf32_seed1", "3xTF32, random shapes, another seed")):
+        data = load(slug, kind)
+        if data is None:
+            continue
+        s = data["summary"]
+        answer = (f"{s['problems']} problems: geometric mean {s['geomean']:.3f}x, lowest {_ratio(s['lowest'])}, "
+                  f"{s['below_0_95']} below 0.95x")
+        if "error_highest" in s:
+            answer += (f"; {s['on_3xtf32']} run on 3xTF32, the rest on fp32; error at most "
+                       f"{_ratio(s['error_highest'])} torch.matmul's")
+        row(f"{question} (seed {data['settings']['seed']})", answer, kind)
+    data = load(slug, "precision")
+    if data is not None:
+        speed = {r["size"]: r["ratio_to_torch_matmul"] for r in data["speed"] if r["path"] == precision.TF32X3}
+        error = {r["path"]: r["rel_fro"] for r in data["errors"] if r["size"] == 4096 and r["distribution"] == "randn"}
+        answer = ", ".join(f"{n}: {_ratio(speed[n])}" for n in sorted(speed) if speed[n] is not None)
+        if error.get(precision.TF32X3) and error.get(CUBLAS):
+            answer += (f"; error at 4096 {error[precision.TF32X3]:.2g} against torch.matmul's "
+                       f"{error[CUBLAS]:.2g}")
+        row("3xTF32, square M = N = K", answer, "precision")
+        m = data["model"]["summary"]
+        row(f"3xTF32, {m['shapes']} model shapes", f"geometric mean {_ratio(m['geomean'])}, lowest {_ratio(m['lowest'])}",
+            "precision")
+    data = load(slug, "host")
+    if data is not None:
+        extra = [r["extra_us"] for r in data["records"]]
+        worst = max(data["records"], key=lambda r: r["extra_us"])
+        row("Host time per call, against the torch call replaced",
+            f"{sum(x <= 0 for x in extra)} of {len(extra)} paths at or below torch's; the most over: "
+            f"{worst['path']}, +{worst['extra_us']:.1f} us", "host")
+    if not rows:
+        return ""
+    gpu = _machine(slug).get("gpu")
+    # The GPU's name comes first: readme_gpu() reads it back.
+    return "\n".join([
+        f"{gpu} ([{link}]({link}) has every table with its stamp: GPU, driver, torch, commit, build). "
+        "Against `torch.matmul` in float32 (TF32 off) measured in the same process on the same inputs (median, "
+        "L2 cleared); ratios are torch.matmul's time over ours.",
+        "",
+        "| question | result | record, commit |",
+        "|---|---|---|",
+        *rows,
+    ])
+
+
 def write_derived(slug, plot=True):
     """summary.md and train.md (and the plots) of one set, from its JSON."""
     from benchmarks import train
@@ -140,11 +213,12 @@ def write_readme(slug):
     """The README's results from a set: the benchmarks' tables, and the training one's."""
     from benchmarks import train
 
-    if load(slug) is not None:
-        report.update_readme(README, sections(slug, title=False))
+    if any(load(slug, kind) is not None for kind in KINDS if kind != "train"):
+        report.update_readme(README, headline(slug))
     trained = load(slug, "train")
     if trained is not None:
-        report.update_readme(README, train.markdown(trained, title=False), TRAIN_BEGIN, TRAIN_END)
+        report.update_readme(README, train.headline(trained, f"benchmarks/records/{slug}/train.md"), TRAIN_BEGIN,
+                             TRAIN_END)
 
 
 def _machine(slug):

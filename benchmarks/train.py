@@ -564,6 +564,23 @@ def _stamp(info):
     return f"CPU ({info.get('cpu')}, no GPU: every product fell back to ATen), torch {info['torch']}, {info['date'][:10]}, commit {info.get('git_commit')}."
 
 
+def headline(data, link):
+    """The README's training table: each model's tokens/s with torch_vecgemm against
+    torch.nn.Linear, per mode, and whether its loss curve agrees; `link` is the page with
+    every table (train.md)."""
+    modes = [("train", False), ("train", True), ("inference", False), ("inference", True)]
+    ratios = {(name, mode, compiled): ratio for name, mode, compiled, _, _, ratio, _ in throughput_rows(data)}
+    lines = [f"{data['machine'].get('gpu') or data['machine'].get('cpu')}, commit {data['machine'].get('git_commit')}: "
+             "tokens/s with the layers swapped over tokens/s with `torch.nn.Linear`, fp32 (TF32 off), and whether the "
+             f"loss curves agree within fp32 rounding ([every table]({link})).", "",
+             "| model | " + " | ".join(f"{mode}, {'compiled' if c else 'eager'}" for mode, c in modes) + " | losses agree |",
+             "|---|" + "---:|" * len(modes) + "---|"]
+    for name, m in data["models"].items():
+        cells = [f"{ratios[(name, mode, c)]:.2f}x" if (name, mode, c) in ratios else "-" for mode, c in modes]
+        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'yes' if m['agreement']['ok'] else 'no'} |")
+    return "\n".join(lines)
+
+
 def markdown(data, *, title=True):
     s = data["settings"]
     lines = [f"## Training: {data['machine'].get('gpu') or data['machine'].get('cpu')}\n"] if title else []

@@ -59,7 +59,7 @@ FORMER_NAMES = {
     "async_128x128x8_s4": "async_128x128x8_t816_s4",
     "async_256x128x8_s3": "async_256x128x8_t816_s3",
 }
-# The one tiling built with the stream-K tail (README, "Kernel selection").
+# The one tiling built with the stream-K tail (docs/design.md, "Kernel families").
 STREAM_K_TILING = "tiled_128x128x8_t816"
 
 # Unit roundoff of float32.
