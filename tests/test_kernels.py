@@ -283,7 +283,7 @@ def test_transposing_padded_copies(batch, rng):
          "3 waves and tail, K 4096", "1 whole wave, K 256"],
 )
 def test_t816_cr_exact_on_integers(grid, k, hi, rng, clean_tuning):
-    # setup.py rewrites t816's cr main loops below ptxas (docs/performance.md, steps 24-26),
+    # setup.py rewrites t816's cr main loops below ptxas (docs/history.md, steps 24-26),
     # the plain launch's, the stream-K whole waves' and the stream-K tail's.
     # On integers whose products and sums fp32 holds exactly the result must be the float64
     # one bit for bit: the rewrite's one-tile-too-many loop of step 25 counted K steps twice.

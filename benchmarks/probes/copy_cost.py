@@ -2,7 +2,7 @@
 
 At square sizes, auto runs on each storage order of A and B: rr, cc and rc copy an operand
 into column-major A / row-major B, cr runs as given, so rr - cr is the time of one
-transposing copy (docs/performance.md, step 17). torch's own transposed copy and a plain
+transposing copy (docs/history.md, step 17). torch's own transposed copy and a plain
 clone of the same operand are timed for scale. Needs a GPU.
 
     python -m benchmarks.probes.copy_cost [--sizes 2048,4096,8192]

@@ -8,7 +8,7 @@ Collect (on the GPU) and export to CSV:
 
 then summarise here (no GPU needed): the share of samples per stall reason, for the main
 reasons the opcodes they fall on, and the instructions with the most long-scoreboard
-samples. docs/performance.md (step 10) reads these for our kernels.
+samples. docs/history.md (step 10) reads these for our kernels.
 
     python -m benchmarks.probes.stall_sources rep.csv.gz [more.csv.gz ...] [--top 5]
 """
