@@ -31,6 +31,12 @@ def test_tuning_cache_roundtrip(tmp_path, clean_tuning):
     path.write_text(json.dumps({"format": 99, "entries": {}}))
     with pytest.raises(ValueError, match="not a torch_vecgemm tuning cache"):
         torch_vecgemm.load_tuning_cache(path)
+    # The formats before the first release are refused whole, saying what to do.
+    for old in (1, 2):
+        path.write_text(json.dumps({"format": old, "entries": {"b1_m8_n8_k8_rr_v4_d4": {"config": "x", "splits": 3}}}))
+        with pytest.raises(ValueError, match=f"format {old}\\).*tune again"):
+            torch_vecgemm.load_tuning_cache(path)
+    assert torch_vecgemm.tuning_cache() == {}
     if not torch_vecgemm._C.cuda_kernels_built():
         torch_vecgemm.save_tuning_cache(path)
         assert json.loads(path.read_text())["entries"] == {}
@@ -45,10 +51,13 @@ def test_tuning_cache_roundtrip(tmp_path, clean_tuning):
     assert torch_vecgemm.load_tuning_cache(path) == 2
     assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4_d4": (config, 2, False), "b1_m9_n8_k8_rr_v4_d4": (config, 1, True)}
     torch_vecgemm._C.clear_tuning_cache()
-    # A cache saved before the stream-K tail existed (format 1) loads with the tail off.
-    path.write_text(json.dumps({"format": 1, "entries": {"b1_m8_n8_k8_rr_v4_d4": {"config": config, "splits": 3}}}))
-    assert torch_vecgemm.load_tuning_cache(path) == 1
-    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4_d4": (config, 3, False)}
+    # An entry without one of its fields is skipped, the rest loaded.
+    path.write_text(json.dumps({"format": 3, "entries": {
+        "b1_m8_n8_k8_rr_v4_d4": {"config": config, "splits": 3},
+        "b1_m9_n8_k8_rr_v4_d4": {"config": config, "splits": 2, "stream_k": False}}}))
+    with pytest.warns(torch_vecgemm._tuning.TuningCacheWarning, match="b1_m8_n8_k8_rr_v4_d4"):
+        assert torch_vecgemm.load_tuning_cache(path) == 1
+    assert torch_vecgemm.tuning_cache() == {"b1_m9_n8_k8_rr_v4_d4": (config, 2, False)}
     torch_vecgemm._C.clear_tuning_cache()
     with pytest.raises(RuntimeError, match="unknown .*'no_such_config'"):
         torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4_d4", "no_such_config", 1)
@@ -62,7 +71,7 @@ def test_tuning_cache_takes_former_names(tmp_path, clean_tuning):
         f"b1_m{i + 8}_n8_k8_rr_v4_d4": {"config": former, "splits": 1, "stream_k": False}
         for i, former in enumerate(sorted(FORMER_NAMES))
     }
-    path.write_text(json.dumps({"format": 2, "entries": entries}))
+    path.write_text(json.dumps({"format": 3, "entries": entries}))
     assert torch_vecgemm.load_tuning_cache(path) == len(FORMER_NAMES)
     assert torch_vecgemm.tuning_cache() == {key: (FORMER_NAMES[e["config"]], 1, False) for key, e in entries.items()}
     torch_vecgemm._C.add_tuning_entry("b1_m99_n8_k8_rr_v4_d4", "tiled_64x64x8", 2)

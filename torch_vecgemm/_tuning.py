@@ -22,8 +22,9 @@ import warnings
 from . import _C
 from ._build import build_info
 
-_FORMAT = 3  # 3 added "build"; 2 added "stream_k" (format 1 files load with the tail off)
-_READABLE_FORMATS = (1, 2, _FORMAT)
+# The file's format: its "build" (what the entries depend on) and each entry's config,
+# splits and stream_k. Formats 1 and 2 came before any release and are not read.
+_FORMAT = 3
 
 
 class TuningCacheWarning(UserWarning):
@@ -78,9 +79,10 @@ def load_tuning_cache(path: str | os.PathLike) -> int:
             data = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not a torch_vecgemm tuning cache ({type(e).__name__}: {e})") from None
-    if not isinstance(data, dict) or data.get("format") not in _READABLE_FORMATS or not isinstance(data.get("entries"), dict):
+    if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("entries"), dict):
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
-        raise ValueError(f"{path}: not a torch_vecgemm tuning cache (format {found!r})")
+        raise ValueError(f"{path}: not a torch_vecgemm tuning cache of format {_FORMAT} (format {found!r}); "
+                         "tune again (torch_vecgemm.autotune(True)) and save it with this build")
     build = data.get("build")
     if build is not None and build != _build_identity():
         warnings.warn(f"{path} was saved by another build of torch_vecgemm ({build.get('torch_vecgemm')}); "
@@ -88,7 +90,7 @@ def load_tuning_cache(path: str | os.PathLike) -> int:
     loaded = 0
     for key, entry in data["entries"].items():
         try:
-            config, splits, stream_k = entry["config"], entry["splits"], entry.get("stream_k", False)
+            config, splits, stream_k = entry["config"], entry["splits"], entry["stream_k"]
             if not (isinstance(config, str) and type(splits) is int and isinstance(stream_k, bool)):
                 raise TypeError(f"config must be a string, splits an integer, stream_k true or false: {entry!r}")
             _C.add_tuning_entry(key, config, splits, stream_k)
