@@ -292,7 +292,7 @@ if WITH_CUDA:
     print(f"torch_vecgemm: compiling {units} units with CUDA {_cuda_toolkit()} for "
           f"{os.environ['TORCH_CUDA_ARCH_LIST']}; ninja shows progress as [done/total] "
           f"(pip shows it with -v). On 2 cores the default six architectures took 28 minutes, 8.0;9.0a 10 "
-          f"(README, Install); MAX_JOBS sets the parallel jobs.",
+          f"(README, Quick start); MAX_JOBS sets the parallel jobs.",
           flush=True)
 
 setup(
