@@ -418,9 +418,6 @@ def test_fp32_serves_what_3xtf32_would_lose(rng):
 
 
 @gpu
-@pytest.mark.xfail(strict=True, reason="found at 67c28d2, not yet fixed: hands_to_torch (dispatch.cpp) ignores "
-                   "deterministic mode, where torch's cuBLAS product raises unless CUBLAS_WORKSPACE_CONFIG is set; "
-                   "the IEEE kernels should run there")
 def test_fp32_in_deterministic_mode_runs_the_kernels(rng, monkeypatch):
     # Under torch.use_deterministic_algorithms(True) torch's cuBLAS products need
     # CUBLAS_WORKSPACE_CONFIG; the library's kernels do not, so a product 3xTF32 declines

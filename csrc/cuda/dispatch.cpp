@@ -212,9 +212,12 @@ Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, P
 // product to torch, whose product is then cuBLAS SGEMM: as fast as the IEEE kernels or
 // faster on most such problems (small ones), and more accurate on short sums (cuBLAS splits
 // them finer; docs/performance.md). With TF32 allowed in torch's matmuls its product would
-// lose fp32's accuracy, which precision 3xTF32 promises to keep: the IEEE kernels run.
+// lose fp32's accuracy, which precision 3xTF32 promises to keep: the IEEE kernels run. Under
+// torch.use_deterministic_algorithms(True) torch's cuBLAS product raises unless
+// CUBLAS_WORKSPACE_CONFIG is set, and the IEEE kernels are deterministic: they run.
 bool hands_to_torch(const Plan& plan) {
-  return plan.tf32x3_declined.has_value() && !at::globalContext().allowTF32CuBLAS();
+  const auto& context = at::globalContext();
+  return plan.tf32x3_declined.has_value() && !context.allowTF32CuBLAS() && !context.deterministicAlgorithms();
 }
 
 // The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,

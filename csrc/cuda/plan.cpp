@@ -194,7 +194,7 @@ std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
 //    sums: 3xTF32 stays within 1.25x of fp32's error from L of ~180 on. fp32 plans split a
 //    deep K over few output tiles (ours and cuBLAS's alike), so L is K over the IEEE plan's
 //    split (or over gemv's chains per output), and kTf32x3MinSum leaves room for cuBLAS splitting up to ~3x more than ours
-//    (measured on the H200: docs/performance.md, "3xTF32 on every shape").
+//    (measured on the H200: docs/history.md, step 46).
 //  - Speed. The 3xTF32 row's waves model against the SIMT cost model's time for the IEEE
 //    plan (its copies and split included), both with their launches. The waves model prices
 //    a full wave of long-K blocks well and underprices the rest (short K, one wave, the
