@@ -130,25 +130,69 @@ def test_dependent_launch_chain(overlap, rng, clean_tuning):
     assert torch.equal(D4, D3 * 2.0)
 
 
+WGMMA = "tf32x3_128x128_wgmma"
+
+
+def wgmma(A, B):
+    """A @ B on the 3xTF32 wgmma form (split pass, kernel, fix-up), skipping where it does not run."""
+    why = torch_vecgemm.fallback_reason(A, B, variant=WGMMA)
+    if why is not None:
+        pytest.skip(f"{WGMMA} does not run here: {why}")
+    return ops.sgemm(A, B, None, 1.0, 0.0, WGMMA, "3xtf32")
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_wgmma_passes_chain(overlap, rng, clean_tuning):
+    # The wgmma form's kernel may start before its split pass has ended, its fix-up before
+    # the kernel has, and a split-K reduction before the fix-up has (dependent_launch.cuh).
+    # Products fed straight into each other, and into a torch kernel, must see every pass of
+    # the one before complete: a split-K product, then one whose split pass reads it and
+    # whose fix-up recomputes the tiles an Inf reaches, then one that reads those.
+    torch_vecgemm._C._set_dependent_launch(overlap)
+    P, Q = randn(rng, 64, 6000), randn(rng, 6000, 520)
+    B1, B2 = randn(rng, 64, 260), randn(rng, 132, 48)
+    B1[3, 7] = float("inf")  # column 7 of D1: Inf or NaN, so its column of tiles is flagged
+    assert torch_vecgemm.plan(P, Q, variant=WGMMA).split_k > 1
+    poison_allocator((64, 520))
+    D0 = wgmma(P, Q)
+    A1 = D0.t()  # column-major: through the split pass, as row-major B1 is
+    assert torch_vecgemm.selected_kernel(A1, B1, variant=WGMMA) == WGMMA + ", split pass of A B"
+    D1 = wgmma(A1, B1)
+    D2 = wgmma(D1[:, 128:], B2)  # the columns past the flagged tiles: finite
+    D3 = D2 * 2.0  # a plain torch launch behind the last product
+    torch.cuda.synchronize()
+    assert_gemm_close(D0, P, Q)
+    want = A1 @ B1
+    for is_class in (torch.isnan, torch.isposinf, torch.isneginf):
+        assert torch.equal(is_class(D1), is_class(want)), is_class.__name__
+    assert torch.isfinite(D1[:, 128:]).all()
+    assert_gemm_close(D1[:, 128:], A1, B1[:, 128:])
+    assert_gemm_close(D2, D1[:, 128:], B2)
+    assert torch.equal(D3, D2 * 2.0)
+
+
 # ---- CUDA graphs ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("second_pass", ["split-k", "stream-K tail"])
+@pytest.mark.parametrize("second_pass", ["split-k", "stream-K tail", "3xTF32 wgmma passes"])
 def test_cuda_graph_capture_second_pass(second_pass, rng, clean_tuning):
     # The second passes are launched dependent (dependent_launch.cuh); captured in a graph,
     # that becomes a programmatic edge, and replays must still see the first pass complete.
+    product = torch_vecgemm.mm
     if second_pass == "split-k":
         A, B = randn(rng, 32, 8192), randn(rng, 8192, 64)
         assert torch_vecgemm.plan(A, B).split_k > 1
-    else:
+    elif second_pass == "stream-K tail":
         m, n = tail_shape(2, 0.18, 72)
         A, B = randn(rng, m, 520), randn(rng, 520, n)
         force_choice(A, B, STREAM_K_TILING, 1, stream_k=True)
         assert torch_vecgemm.plan(A, B).stream_k
-    out = torch_vecgemm.mm(A, B)  # warm-up outside the graph
+    else:
+        A, B, product = randn(rng, 520, 300).t(), randn(rng, 520, 260), wgmma
+    out = product(A, B)  # warm-up outside the graph
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        out = torch_vecgemm.mm(A, B)
+        out = product(A, B)
     for _ in range(2):
         A.copy_(randn(rng, *A.shape))
         out.fill_(float("nan"))

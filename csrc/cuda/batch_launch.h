@@ -1,5 +1,6 @@
-// One kernel launch over a GemmParams problem's batch, shared by the 3xTF32 kernels'
-// launchers (host side; builds in the extension and standalone).
+// Kernel launches shared by the 3xTF32 kernels' launchers (host side; builds in the
+// extension and standalone): one over a GemmParams problem's batch, and one that may overlap
+// the kernel before it.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -11,6 +12,24 @@
 #include "host_error.h"
 
 namespace vecgemm {
+
+// fn<<<grid, block, smem_bytes, stream>>>(args), allowed with `overlap` to begin while the
+// kernel before it on the stream drains (programmatic dependent launch, sm_90): only for a
+// kernel that keeps dependent_launch.cuh's contract, behind one that lets it.
+inline cudaError_t launch_overlapping(const void* fn, dim3 grid, dim3 block, size_t smem_bytes, void** args,
+                                      cudaStream_t stream, bool overlap) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = overlap ? 1 : 0;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelExC(&config, fn, args);
+}
 
 // fn over `blocks` x 1 x (batch * k_splits) blocks of `threads`, with `smem_bytes` of dynamic
 // shared memory; batches past grid.z's limit run in chunks (unsplit problems only: the

@@ -7,9 +7,9 @@
 
 namespace vecgemm {
 
-// Whether the second passes (split-K reduction, stream-K fix-up) may overlap the end of the
-// kernel before them (dependent_launch.cuh): on, unless VECGEMM_DEPENDENT_LAUNCH=0 or
-// set_dependent_launch(false).
+// Whether the second passes (split-K reduction, stream-K fix-up, the 3xTF32 wgmma kernel
+// and its fix-up) may overlap the end of the kernel before them (dependent_launch.cuh): on,
+// unless VECGEMM_DEPENDENT_LAUNCH=0 or set_dependent_launch(false).
 bool dependent_launch_enabled();
 
 using LaunchFn = void (*)(const GemmParams&, cudaStream_t);

@@ -121,8 +121,8 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
 // the kernel and read back by the reduction (8 bytes an output element a slice). The
 // split with the least predicted time wins, fewer splits on a tie, in slices of at least
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
-// kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: a
-// launch for each operand the pass splits, which reads 4 and writes 8 bytes an element.
+// kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: one
+// launch for the operands the pass splits, which reads 4 and writes 8 bytes an element.
 // Its kernel can split one K-contiguous operand itself instead, for the profile's
 // kernel_split_ns more a K tile (its shared memory's traffic); both at once measured 1.58x
 // the kernel at 4096^3 (step 36), so at most one.
@@ -154,7 +154,7 @@ Tf32x3Choice tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   };
   const SplitOperands can = r.kernel_can_split(key);
   const double kernel_split_ns = wave_tiles * profile.tf32x3_kernel_split_ns[row];
-  double extra = pass_ns(key.m) + pass_ns(key.n);
+  double extra = pass_ns(key.m + key.n);  // one launch splits both
   SplitOperands chosen{false, false};
   if (can.a && kernel_split_ns + pass_ns(key.n) < extra) extra = kernel_split_ns + pass_ns(key.n), chosen = {true, false};
   if (can.b && kernel_split_ns + pass_ns(key.m) < extra) extra = kernel_split_ns + pass_ns(key.m), chosen = {false, true};

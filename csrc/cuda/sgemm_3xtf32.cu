@@ -88,7 +88,8 @@ constexpr const void* fixup_instance() {
 
 // Scalar copies only: vec4 changes how the tiles travel, not what the kernel computes, and
 // the fix-up's rare tiles do not pay for four more instances.
-void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, cudaStream_t stream) {
+void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, bool overlap,
+                               cudaStream_t stream) {
   using S = Shape128x128;
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
   using L = Layout;
@@ -104,7 +105,7 @@ void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const 
   GemmParams q = p;
   q.k_splits = std::max(1, p.k_splits);
   void* args[] = {&q, &flags, &tiles32};
-  const cudaError_t e = cudaLaunchKernel(fn, dim3(std::max(1, sms)), dim3(S::kThreads), args, S::kSmemBytes, stream);
+  const cudaError_t e = launch_overlapping(fn, dim3(std::max(1, sms)), dim3(S::kThreads), S::kSmemBytes, args, stream, overlap);
   if (e != cudaSuccess) fail(std::string("launch failed: ") + cudaGetErrorString(e));
   check_launch();
 }

@@ -631,10 +631,12 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32(const
 // The wgmma kernel's fix-up (sgemm_3xtf32_wgmma.cuh, pass 3): the tiles whose flag is set,
 // flags[z * tiles + pid], recomputed exactly as sgemm_3xtf32 computes them. A grid of about
 // one block per SM walks all flags (a few per block), so the usual call, with none set, costs
-// one small launch rather than a grid of blocks that each take 128 KB of shared memory to exit.
+// one small launch rather than a grid of blocks that each take 128 KB of shared memory to exit;
+// launched to overlap the wgmma kernel, it takes the SMs that kernel leaves idle and waits.
 template <class S, Layout LA, Layout LB, bool kVec4>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks)
     sgemm_3xtf32_fixup(const GemmParams p, const int* flags, int tiles) {
+  wait_for_predecessor();  // the wgmma kernel's flags (launched to overlap it, or a no-op)
   const int64_t total = int64_t(tiles) * p.batch * p.k_splits;
   for (int64_t i = blockIdx.x; i < total; i += gridDim.x) {
     if (flags[i] == 0) continue;  // the same for every thread of the block

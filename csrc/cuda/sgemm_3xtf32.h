@@ -34,8 +34,10 @@ const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4);
 
 // Recomputes, as config 0 (128 x 128) computes them, the tiles whose flag is nonzero:
 // flags[z * tiles + pid], z = batch * k_splits + split, pid in the kernels' raster order.
-// The wgmma kernel's pass for NaN, Inf and tiny results (sgemm_3xtf32_wgmma.cuh).
-void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, cudaStream_t stream);
+// The wgmma kernel's pass for NaN, Inf and tiny results (sgemm_3xtf32_wgmma.cuh); overlap:
+// launched to overlap that kernel's end (programmatic dependent launch, sm_90).
+void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, bool overlap,
+                               cudaStream_t stream);
 
 // ---- the Hopper form (sgemm_3xtf32_wgmma.cuh): wgmma, sm_90a only ----
 // A choice per operand, A's and B's.
@@ -43,18 +45,19 @@ struct SplitOperands {
   bool a, b;
 };
 // Same problem and results as launch_sgemm_3xtf32 (split-K partials into p.workspace when
-// p.k_splits > 1, slices of whole K tiles of 32), in up to four launches: a split of A and
-// of B into their TF32 parts (K-contiguous) in `scratch`, the wgmma kernel, and the
+// p.k_splits > 1, slices of whole K tiles of 32), in up to three launches: a split of A and
+// B into their TF32 parts (K-contiguous) in `scratch`, the wgmma kernel, and the
 // mma.sync kernel over the tiles with NaN, Inf or results below 2^-90. kernel_splits: the
 // operands the kernel splits itself instead, where TMA can read them as they are
 // (K-contiguous, 16-byte aligned; the others go through the split pass whatever it says).
 // scratch must hold sgemm_3xtf32_wgmma_scratch_bytes(p, la, lb, kernel_splits) bytes,
 // 256-byte aligned, and may not overlap A, B, C, D or p.workspace. Any alignment is taken,
 // so there is no vec4. Throws "not built for this GPU" where the device is not sm_90 or
-// the build had no sm_90a target (TORCH_CUDA_ARCH_LIST with 9.0a).
+// the build had no sm_90a target (TORCH_CUDA_ARCH_LIST with 9.0a). overlap: the kernel and
+// the fix-up launched to overlap the pass before each (programmatic dependent launch).
 size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits);
 void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
-                               cudaStream_t stream);
+                               bool overlap, cudaStream_t stream);
 // Its first pass alone (the split into scratch), for probes that price it.
 void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
                                      void* scratch, cudaStream_t stream);

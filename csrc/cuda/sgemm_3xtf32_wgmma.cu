@@ -9,6 +9,7 @@
 #include <atomic>
 #include <string>
 
+#include "batch_launch.h"  // launch_overlapping
 #include "host_error.h"
 #include "sgemm_3xtf32.h"
 #include "sgemm_3xtf32_wgmma.cuh"
@@ -112,15 +113,29 @@ CUtensorMap fp32_map(const Operand& x, int rows, int k, int planes, int box_rows
   return tensor_map(x.ptr, rows, k, planes, x.ld, planes == 1 ? x.ld * rows : x.batch_stride, box_rows, 1);
 }
 
-// Operand X as rows x K: A (M x K) is K-contiguous when row-major, B (K x N) when column-major.
-void split(const float* src, int64_t ld, int64_t batch_stride, bool k_contiguous, int rows, int k, int planes,
-           float* dst, cudaStream_t stream) {
-  if (k <= 0) return;
-  const dim3 grid((rows + 31) / 32, (k + 31) / 32, planes), block(32, 8);
+// One operand's share of the split pass (rows: M for A, N for B); none where the kernel
+// splits it.
+w::SplitSource split_source(const Operand& x, int rows, int planes, bool in_kernel, float* parts) {
+  return {x.ptr, x.ld, x.batch_stride, rows, planes, in_kernel ? 0 : (rows + 31) / 32, parts};
+}
+
+// The split pass over both operands' shares, A K-contiguous when row-major, B when
+// column-major; false where it has nothing to split.
+bool split(const w::SplitSource& a, Layout la, const w::SplitSource& b, Layout lb, int k, cudaStream_t stream) {
+  if (k <= 0 || a.row_tiles + b.row_tiles == 0) return false;
+  const int planes = std::max(a.row_tiles ? a.planes : 0, b.row_tiles ? b.planes : 0);
+  const dim3 grid(a.row_tiles + b.row_tiles, (k + 31) / 32, planes), block(32, 8);
   if ((k + 31) / 32 > 65535) fail_wgmma("K past 2^21");
-  if (k_contiguous) w::split_operand<true><<<grid, block, 0, stream>>>(src, ld, batch_stride, rows, k, dst);
-  else w::split_operand<false><<<grid, block, 0, stream>>>(src, ld, batch_stride, rows, k, dst);
+  const bool ak = la == Layout::RowMajor, bk = lb == Layout::ColMajor;
+  if (ak) {
+    if (bk) w::split_operands<true, true><<<grid, block, 0, stream>>>(a, b, k);
+    else w::split_operands<true, false><<<grid, block, 0, stream>>>(a, b, k);
+  } else {
+    if (bk) w::split_operands<false, true><<<grid, block, 0, stream>>>(a, b, k);
+    else w::split_operands<false, false><<<grid, block, 0, stream>>>(a, b, k);
+  }
   launched(cudaSuccess);
+  return true;
 }
 
 int current_device_wgmma() {
@@ -184,7 +199,7 @@ namespace {
 
 // The passes of launch_sgemm_3xtf32_wgmma; product false: the split alone (for probes).
 void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
-                         bool product, cudaStream_t stream) {
+                         bool product, bool overlap, cudaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
   const int splits = std::max(1, p.k_splits);
   if (!sgemm_3xtf32_wgmma_available())
@@ -217,31 +232,30 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
     if (q.c) q.c += b0 * p.c_batch_stride;
     q.d += b0 * p.d_batch_stride;
     int a_planes = p.a.batch_stride == 0 ? 1 : q.batch, b_planes = p.b.batch_stride == 0 ? 1 : q.batch;
-    if (!ws.fp32_a)
-      split(q.a.ptr, q.a.ld, q.a.batch_stride, la == Layout::RowMajor, q.m, q.k, a_planes, a_parts, stream);
-    if (!ws.fp32_b)
-      split(q.b.ptr, q.b.ld, q.b.batch_stride, lb == Layout::ColMajor, q.n, q.k, b_planes, b_parts, stream);
+    const bool after_pass = split(split_source(q.a, q.m, a_planes, ws.fp32_a, a_parts), la,
+                                  split_source(q.b, q.n, b_planes, ws.fp32_b, b_parts), lb, q.k, stream);
     if (!product) continue;
     const CUtensorMap map_a = ws.fp32_a ? fp32_map(q.a, q.m, q.k, a_planes, w::BM) : parts_map(a_parts, q.m, q.k, a_planes, w::BM);
     const CUtensorMap map_b = ws.fp32_b ? fp32_map(q.b, q.n, q.k, b_planes, w::BN) : parts_map(b_parts, q.n, q.k, b_planes, w::BN);
     void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
                     &flags};
-    launched(cudaLaunchKernel(fn, dim3(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits)),
-                              dim3(w::kThreads), args, w::kSmemBytes, stream));
-    launch_sgemm_3xtf32_fixup(q, la, lb, flags, stream);
+    // Behind its own split pass only: behind another kernel the wait would gain nothing.
+    launched(launch_overlapping(fn, dim3(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits)),
+                                dim3(w::kThreads), w::kSmemBytes, args, stream, overlap && after_pass));
+    launch_sgemm_3xtf32_fixup(q, la, lb, flags, overlap, stream);
   }
 }
 
 }  // namespace
 
 void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
-                               cudaStream_t stream) {
-  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, true, stream);
+                               bool overlap, cudaStream_t stream) {
+  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, true, overlap, stream);
 }
 
 void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
                                      void* scratch, cudaStream_t stream) {
-  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, false, stream);
+  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, false, false, stream);
 }
 
 }  // namespace vecgemm

@@ -3,9 +3,13 @@
 // restart and the special values), at the tensor-core rate that mma.sync cannot reach
 // (mma.sync TF32 tops out near 110 TFLOP/s of 3xTF32 on an H200; wgmma TF32 has ~2x that).
 //
-// Three passes per call (launch_sgemm_3xtf32_wgmma, sgemm_3xtf32_wgmma.cu):
-//  1. split_operand, memory-bound, for each operand the kernel does not split itself:
-//     written into the workspace as its big and small TF32 parts, K-contiguous,
+// Three passes per call (launch_sgemm_3xtf32_wgmma, sgemm_3xtf32_wgmma.cu), each after the
+// first launched to overlap the one before it (programmatic dependent launch,
+// dependent_launch.cuh): on a small problem a launch behind another costs ~2.7 us of idle
+// GPU, a third of the call (docs/history.md, step 47). Each waits for its predecessor
+// before touching global memory.
+//  1. split_operands, memory-bound, one launch for the operands the kernel does not split
+//     itself: each written into the workspace as its big and small TF32 parts, K-contiguous,
 //     [plane][part][row][kp] with kp = K rounded up to 4 floats (TMA's 16-byte stride rule).
 //     wgmma's .tf32 form takes both shared operands K-major only (no transposed layout for
 //     32-bit types), so an M- or N-contiguous operand needs a transpose somewhere anyway;
@@ -19,7 +23,7 @@
 //     the stage: the same parts at the same shared addresses, so the results are bit for
 //     bit the split pass's, for half the operand's traffic and no pass. The price is shared
 //     memory's traffic (the split reads 16 and writes 32 KB a K tile beside wgmma's 144):
-//     one operand costs the kernel 11-15% at 4096^3, both 58% (docs/performance.md, step
+//     one operand costs the kernel 11-15% at 4096^3, both 58% (docs/history.md, step
 //     36), so the planner weighs it against the pass and names at most one.
 //  2. sgemm_3xtf32_wgmma: 128 x 128 output tiles, K tiles of 32 (one 128-byte swizzle row
 //     of 32 tf32 values: a TMA box and a wgmma K-major SW128 atom line up exactly), a
@@ -100,41 +104,61 @@ __host__ __device__ inline int64_t padded_k(int k) { return (int64_t(k) + 3) / 4
 
 // ---- pass 1: the split ---------------------------------------------------------------
 
+// One operand's share of the pass: row_tiles 0 where the pass leaves it to the kernel.
+struct SplitSource {
+  const float* src;
+  int64_t ld, batch_stride;
+  int rows, planes, row_tiles;
+  float* dst;  // its parts, [plane][part][rows][kp]
+};
+
 // Tile of 32 rows x 32 K through shared memory (padded rows: no bank conflicts either way):
 // read along the operand's contiguous dimension, written along K. kKContiguous: element
-// (row, q) at src[row * ld + q]; otherwise at src[q * ld + row]. grid: (row tiles, K tiles,
-// planes), 32 x 8 threads (rows in x: grid.y's 65535 tiles cover K up to 2^21).
+// (row, q) at src[row * ld + q]; otherwise at src[q * ld + row].
 template <bool kKContiguous>
-__global__ void __launch_bounds__(256) split_operand(const float* __restrict__ src, int64_t ld, int64_t batch_stride,
-                                                     int rows, int k, float* __restrict__ dst) {
-  __shared__ float tile[32][33];
-  const int r0 = blockIdx.x * 32, q0 = blockIdx.y * 32, plane = blockIdx.z;
+__device__ __forceinline__ void split_tile(const SplitSource& x, int k, int r0, int q0, int plane,
+                                           float (&tile)[32][33]) {
   const int tx = threadIdx.x, ty = threadIdx.y;
-  src += plane * batch_stride;
+  const float* src = x.src + plane * x.batch_stride;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     if constexpr (kKContiguous) {
       const int r = r0 + ty + 8 * j, q = q0 + tx;
-      tile[ty + 8 * j][tx] = r < rows && q < k ? src[int64_t(r) * ld + q] : 0.0f;
+      tile[ty + 8 * j][tx] = r < x.rows && q < k ? src[int64_t(r) * x.ld + q] : 0.0f;
     } else {
       const int q = q0 + ty + 8 * j, r = r0 + tx;
-      tile[tx][ty + 8 * j] = r < rows && q < k ? src[int64_t(q) * ld + r] : 0.0f;
+      tile[tx][ty + 8 * j] = r < x.rows && q < k ? src[int64_t(q) * x.ld + r] : 0.0f;
     }
   }
   __syncthreads();
   const int64_t kp = padded_k(k);
-  float* big = dst + int64_t(plane) * 2 * rows * kp;
-  float* small = big + int64_t(rows) * kp;
+  float* big = x.dst + int64_t(plane) * 2 * x.rows * kp;
+  float* small = big + int64_t(x.rows) * kp;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int r = r0 + ty + 8 * j, q = q0 + tx;
-    if (r < rows && q < k) {
-      const float x = tile[ty + 8 * j][tx];
-      const float hi = tf32x3::round_tf32(x);
+    if (r < x.rows && q < k) {
+      const float v = tile[ty + 8 * j][tx];
+      const float hi = tf32x3::round_tf32(v);
       big[int64_t(r) * kp + q] = hi;
-      small[int64_t(r) * kp + q] = tf32x3::round_tf32(x - hi);
+      small[int64_t(r) * kp + q] = tf32x3::round_tf32(v - hi);
     }
   }
+}
+
+// Both operands in one launch: grid (A's row tiles + B's, K tiles, planes), 32 x 8 threads
+// (rows in x: grid.y's 65535 tiles cover K up to 2^21); a block past its operand's planes
+// (one broadcast over the batch) has nothing to do.
+template <bool kAKContiguous, bool kBKContiguous>
+__global__ void __launch_bounds__(256) split_operands(const SplitSource a, const SplitSource b, int k) {
+  __shared__ float tile[32][33];
+  const int plane = blockIdx.z;
+  if (int(blockIdx.x) < a.row_tiles) {
+    if (plane < a.planes) split_tile<kAKContiguous>(a, k, blockIdx.x * 32, blockIdx.y * 32, plane, tile);
+  } else if (plane < b.planes) {
+    split_tile<kBKContiguous>(b, k, (blockIdx.x - a.row_tiles) * 32, blockIdx.y * 32, plane, tile);
+  }
+  allow_dependents();  // the product may launch now; it waits for this pass before its loads
 }
 
 // ---- pass 2: the wgmma kernel ----------------------------------------------------------
@@ -306,6 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tma_a)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(&tma_b)) : "memory");
   }
+  wait_for_predecessor();  // the split pass's parts (launched to overlap it, or a no-op)
   __syncthreads();
 
   bool bad = false;

@@ -13,6 +13,7 @@
 
 #include "../problem.h"
 #include "cost_model.h"
+#include "kernels.h"  // dependent_launch_enabled
 #include "sgemm_3xtf32.h"
 
 namespace vecgemm {
@@ -59,7 +60,7 @@ inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
 inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
 inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, SplitOperands kernel_splits, void* scratch,
                    cudaStream_t stream) {
-  launch_sgemm_3xtf32_wgmma(p, la, lb, kernel_splits, scratch, stream);
+  launch_sgemm_3xtf32_wgmma(p, la, lb, kernel_splits, scratch, dependent_launch_enabled(), stream);
 }
 // A K-contiguous operand (A row-major, B column-major) when both are 16-byte aligned: TMA
 // reads it as fp32. The launch's rule (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at

@@ -62,7 +62,7 @@ static const char* config_name(int c) {
 // One call of the kernel under test (config as in Case), with the wgmma form's scratch.
 static void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void* scratch) {
   if (is_wgmma(config)) {
-    vecgemm::launch_sgemm_3xtf32_wgmma(p, la, lb, kPassSplitsBoth, scratch, 0);
+    vecgemm::launch_sgemm_3xtf32_wgmma(p, la, lb, kPassSplitsBoth, scratch, true, 0);
   } else if (config < 0) {
     vecgemm::launch_sgemm_3xtf32(p, la, lb, vec4, 0);
   } else {
