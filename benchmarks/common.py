@@ -69,6 +69,25 @@ def kernels_of(fn, calls=3):
     return times
 
 
+def queued_us(fn, calls=200):
+    """(host us, device us) per call of `calls` calls of fn queued back to back: the host's
+    wall clock until the last is queued, and CUDA events around the loop. Where the host's
+    figure is the larger, the calls are host-bound."""
+    import time
+
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    host = (time.perf_counter() - t0) * 1e6 / calls
+    end.synchronize()
+    return host, start.elapsed_time(end) * 1e3 / calls
+
+
 def time_ms(fn, *, warmup_ms=25, rep_ms=100):
     """Median milliseconds of fn(). On CUDA: triton.testing.do_bench, which also clears the
     L2 cache before every run, so small problems are not timed from cache; elsewhere

@@ -3,9 +3,12 @@
 The auto variant with its second passes (split-K reduction, stream-K fix-up) allowed to
 overlap the end of the kernel before them, and without, rounds alternated in one process,
 each against torch.matmul on the same operands. The problems are those with more than one
-kernel, and single-kernel ones (or copies and one kernel) as a control. Needs a GPU.
+kernel, and single-kernel ones (or copies and one kernel) as a control. With --variant and
+--precision another plan is timed the same way, e.g. the 3xTF32 wgmma kernel between its
+split pass and its fix-up (--variant tf32x3_128x128_wgmma --precision 3xtf32). Needs a GPU.
 
     python -m benchmarks.probes.dependent_launch [--shapes 2048x2048x2048:rr,...] [--rounds 5]
+        [--variant auto] [--precision ieee]
 """
 from __future__ import annotations
 
@@ -29,14 +32,16 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shapes", default=DEFAULT_SHAPES, help="comma list of MxNxK:layout")
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--variant", default="auto", help="the plan's variant (torch_vecgemm.variants())")
+    ap.add_argument("--precision", default="ieee", choices=["ieee", "3xtf32"])
     args = ap.parse_args(argv)
-    print("shape layout | auto's plan | overlap ms, serial ms (overlap/serial) | x mm overlap, serial")
+    print("shape layout | the plan | overlap ms, serial ms (overlap/serial) | x mm overlap, serial")
     ratios = []
     for spec in args.shapes.split(","):
         dims, layout = spec.split(":")
         m, n, k = map(int, dims.split("x"))
         A, B = make_operands(m, n, k, layout, "cuda")
-        ours = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, "auto")
+        ours = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, args.variant, args.precision)  # noqa: E731
         ref = torch.matmul(A.double(), B.double())
         times = {True: [], False: [], "mm": []}
         try:
@@ -52,7 +57,8 @@ def main(argv=None):
             torch_vecgemm._C._set_dependent_launch(True)
         med = {t: statistics.median(v) for t, v in times.items()}
         ratios.append(med[True] / med[False])
-        print(f"{m}x{n}x{k} {layout} | {torch_vecgemm.selected_kernel(A, B)} | {med[True]:.4f}, {med[False]:.4f} "
+        plan = torch_vecgemm.selected_kernel(A, B, variant=args.variant, precision=args.precision)
+        print(f"{m}x{n}x{k} {layout} | {plan} | {med[True]:.4f}, {med[False]:.4f} "
               f"({med[True] / med[False]:.3f}) | {med['mm'] / med[True]:.3f}, {med['mm'] / med[False]:.3f}")
     print(f"geometric mean of overlap/serial: {statistics.geometric_mean(ratios):.4f}")
 

@@ -9,7 +9,8 @@ on torch's. The gap between the kernels' sum and the sweep's time is launch cost
 
     python -m benchmarks.probes.sweep_breakdown /tmp/sweep.json [--weakest 12] [--plan REGEX]
 
-With --plan, only the problems whose recorded plan matches the regex (e.g. 'copy').
+With --plan, only the problems whose recorded plan matches the regex (e.g. 'copy'). Ours
+runs in the sweep's precision (a 3xTF32 sweep's records name it).
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ import re
 import torch
 
 import torch_vecgemm
-from benchmarks.common import kernels_of
+from benchmarks.common import kernels_of, queued_us
 from benchmarks.sweep import make_problem_operands
 
 
@@ -38,7 +39,11 @@ def main(argv=None):
         A, B = make_problem_operands(r, "cuda", seed * 100003 + index)
         print(f"\n{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}: x{r['ratio_to_torch_matmul']:.3f} "
               f"(torch {r['torch_ms'] * 1e3:.1f} us, ours {r['ours_ms'] * 1e3:.1f} us)  plan: {torch_vecgemm.plan(A, B)}")
-        for side, fn in (("torch", lambda: torch.matmul(A, B)), ("ours", lambda: torch_vecgemm.mm(A, B))):
+        precision = data["settings"].get("precision", "ieee")
+        print(f"  host us per call, queued: torch {queued_us(lambda: torch.matmul(A, B))[0]:.1f}, "
+              f"ours {queued_us(lambda: torch_vecgemm.mm(A, B, precision=precision))[0]:.1f}")
+        for side, fn in (("torch", lambda: torch.matmul(A, B)),
+                         ("ours", lambda: torch_vecgemm.mm(A, B, precision=precision))):
             ks = kernels_of(fn, calls=5)
             print(f"  {side:<5} kernels sum {sum(ks.values()):8.1f} us")
             for name, us in ks.items():
