@@ -12,11 +12,14 @@ the timing: the kernels queue up behind the sleep, so the figure is the launch p
 median is kept. The paths: a 2-D product, a batch, `linear` with a bias, the gemv path (one
 row against a weight read as W.T), the split-K and stream-K tiling paths (shapes found by
 asking the planner), each as the wrapper and as the strict op, and forward passes with
-inputs that require grad.
+inputs that require grad. One row times the whole-program switch instead: torch.mm routed
+to the library (torch_vecgemm.enable) against the library's own function, both with the
+switch on.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -68,9 +71,9 @@ def paths(generator):
     rand = lambda *s: torch.randn(*s, device="cuda", generator=generator)
     out = []
 
-    def add(name, shape, theirs, ours, A=None, B=None):
+    def add(name, shape, theirs, ours, A=None, B=None, switch=None):
         plan = str(tv.plan(A, B)) if A is not None else None
-        out.append((name, shape, theirs, ours, plan))
+        out.append((name, shape, theirs, ours, plan, switch))
 
     a, b = rand(64, 64), rand(64, 64)
     add("2-D, wrapper", "64x64x64", lambda: torch.mm(a, b), lambda: tv.mm(a, b), a, b)
@@ -108,6 +111,10 @@ def paths(generator):
     add("2-D, inputs require grad, strict op", "64x64x64", lambda: torch.mm(ga, gb), lambda: ops.sgemm(ga, gb), a, b)
     gx = rand(64, 256).requires_grad_()
     add("nn.Linear module, training", "64x128x256", lambda: torch_layer(gx), lambda: our_layer(gx), x, w.t())
+    # The whole-program switch: torch.mm routed to the library, against the library's own
+    # function (both sides measured with the switch on, in IEEE: the same kernel).
+    add("torch.mm under the switch, against tv.mm", "64x64x64", lambda: tv.mm(a, b, precision="ieee"),
+        lambda: torch.mm(a, b), a, b, switch="ieee")
     return out
 
 
@@ -116,14 +123,15 @@ def run(calls=100, repeats=15):
         raise SystemExit("host time per call is measured beside a GPU and there is none here")
     generator = torch.Generator(device="cuda").manual_seed(0)
     records = []
-    for name, shape, theirs, ours, plan in paths(generator):
-        for fn in (theirs, ours):  # warm-up: plans, caches, the allocator's blocks
-            for _ in range(20):
-                fn()
-        torch_us, ours_us = [], []
-        for _ in range(repeats):
-            torch_us.append(per_call_us(theirs, calls))
-            ours_us.append(per_call_us(ours, calls))
+    for name, shape, theirs, ours, plan, switch in paths(generator):
+        with tv.enable(switch) if switch else contextlib.nullcontext():
+            for fn in (theirs, ours):  # warm-up: plans, caches, the allocator's blocks
+                for _ in range(20):
+                    fn()
+            torch_us, ours_us = [], []
+            for _ in range(repeats):
+                torch_us.append(per_call_us(theirs, calls))
+                ours_us.append(per_call_us(ours, calls))
         t, o = statistics.median(torch_us), statistics.median(ours_us)
         records.append(dict(path=name, shape=shape, plan=plan, torch_us=t, ours_us=o, extra_us=o - t))
     return dict(machine=machine_info(), settings=dict(calls=calls, repeats=repeats), records=records)

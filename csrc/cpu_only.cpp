@@ -2,6 +2,7 @@
 // CUDA-side rule answers "fall back", and tuning has nothing to tune.
 #include <c10/util/Exception.h>
 
+#include "aten_override.h"
 #include "planning.h"
 #include "problem.h"
 #include "tuning.h"
@@ -31,6 +32,7 @@ std::vector<RankedChoice> model_ranking(const std::string&) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no cost model");
 }
 void set_dependent_launch(bool) {}
+void register_aten_kernels(bool) {}  // no kernels: every product stays torch's
 
 PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                          const std::string& variant, const std::string& precision) {

@@ -2,6 +2,7 @@
 // bindings expose the eligibility rules and the tuning controls to the Python package.
 #include <torch/extension.h>
 
+#include "aten_override.h"
 #include "op_handles.h"
 #include "planning.h"
 #include "precision.h"
@@ -46,6 +47,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("_get_precision", [] { return std::string(vecgemm::precision_name(vecgemm::default_precision())); });
   m.def("_check_precision", [](const std::string& name) { vecgemm::parse_precision(name); },
         "Raises the ops' ValueError unless name is a precision they accept.");
+  m.def("_set_aten_override", &vecgemm::set_aten_override, py::arg("precision"),
+        "The whole-program switch on with a precision, or off (None).");
+  m.def("_aten_override", &vecgemm::aten_override, "The precision the whole-program switch is on with, or None.");
   m.def("variants", &vecgemm::available_variants, "Kernel variants this build can run.");
   m.def("cuda_kernels_built", [] { return vecgemm::available_variants().size() > 1; });
   m.def("set_autotune", &vecgemm::set_autotune);

@@ -10,6 +10,9 @@ Importing the package loads ``torch_vecgemm._C``, which registers
   lenient op behind the functions below, which runs the kernel when the rules allow and
   otherwise returns exactly what ``torch.addmm`` / ``torch.baddbmm`` compute.
 
+``torch_vecgemm.enable(precision="3xtf32")`` (``disable()``, ``with enable(...)``) routes
+every float32 CUDA matrix product of the program through the library, models unchanged.
+
 ``precision`` is ``"auto"`` (the switch: ``set_precision``, ``get_precision``, the
 ``precision`` context manager, ``VECGEMM_PRECISION``; IEEE unless set), ``"ieee"`` or
 ``"3xtf32"`` (fp32 accuracy on the tensor cores, sm_80 and newer).
@@ -24,6 +27,7 @@ from . import _C  # noqa: F401  (registers torch.ops.vecgemm)
 from ._build import build_info
 from ._ops import Plan, bmm, fallback_reason, linear, mm, plan, selected_kernel, sgemm, variants
 from ._precision import get_precision, precision, set_precision
+from ._switch import disable, enable, enabled
 from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cache
 from . import nn  # noqa: E402  (torch_vecgemm.nn.Linear and the swap functions)
 from . import distributed  # noqa: E402  (DTensor sharding strategies, registered when DTensor loads)
@@ -31,6 +35,9 @@ from . import distributed  # noqa: E402  (DTensor sharding strategies, registere
 distributed.install()
 
 __all__ = [
+    "enable",
+    "disable",
+    "enabled",
     "sgemm",
     "mm",
     "bmm",

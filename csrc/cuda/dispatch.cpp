@@ -2,6 +2,7 @@
 // (problem.cpp, and kernel_violation() below per variant), then a plan (plan.h: pure), then
 // its execution (execute.h) on the current stream under a device guard.
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -18,6 +19,7 @@
 #include "execute.h"
 #include "kernel_configs.h"
 #include "kernels.h"
+#include "lenient.h"
 #include "plan.h"
 #include "tf32x3_kernels.h"
 
@@ -220,18 +222,40 @@ bool hands_to_torch(const Plan& plan) {
   return plan.tf32x3_declined.has_value() && !context.allowTF32CuBLAS() && !context.deterministicAlgorithms();
 }
 
+}  // namespace
+
+std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                                 PrecisionRequest request) {
+  // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
+  if (fallback_reason(A, B, C, "auto", "ieee")) return std::nullopt;
+  Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A, request));
+  if (hands_to_torch(p)) return std::nullopt;
+  return p;
+}
+
+bool planned_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
+                    const std::optional<at::Tensor>& C) {
+  const GemmShape s = shape_of(A, B);
+  const std::vector<int64_t> sizes = s.out_sizes();
+  if (D.scalar_type() != at::kFloat || D.device() != A.device() || D.sizes() != at::IntArrayRef(sizes) ||
+      !D.is_contiguous() || rows_aligned(D) != (s.n % 4 == 0) || at::has_internal_overlap(D) != at::MemOverlap::No)
+    return false;
+  for (const at::Tensor* t : {&A, &B, C ? &*C : nullptr})
+    if (t != nullptr && at::get_overlap_status(D, *t) != at::MemOverlapStatus::No) return false;
+  return true;
+}
+
+namespace {
+
 // The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
 // otherwise exactly what torch.addmm / torch.baddbmm compute.
 at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                      double beta, c10::string_view precision) {
-  const PrecisionRequest request = parse_precision(precision);
-  // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
-  if (fallback_reason(A, B, C, "auto", "ieee")) return gemm_reference(A, B, C, alpha, beta);
-  const Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A, request));
-  if (hands_to_torch(p)) return gemm_reference(A, B, C, alpha, beta);
+  const std::optional<Plan> p = lenient_plan(A, B, C, parse_precision(precision));
+  if (!p) return gemm_reference(A, B, C, alpha, beta);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
   const c10::cuda::CUDAGuard guard(A.device());
-  execute(p, D, A, B, C, alpha, beta);
+  execute(*p, D, A, B, C, alpha, beta);
   return D;
 }
 
