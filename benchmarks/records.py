@@ -286,8 +286,8 @@ def measure_train(slug):
     print(train.markdown(data))
     failed = train.failures(data)
     if failed:
-        for name, checks in failed:
-            print(f"!!! {name}: the swapped model's loss departs from the reference's ({', '.join(checks)})", file=sys.stderr)
+        for name, linear, checks in failed:
+            print(f"!!! {name}: the loss with {linear} departs from the reference's ({', '.join(checks)})", file=sys.stderr)
         raise SystemExit("a model's loss departs from the reference's; no training record written")
     _wrote(train.write_outputs(os.path.join(ROOT, slug, "train"), data))
 

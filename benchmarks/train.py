@@ -18,10 +18,13 @@ Two models, built from standard layers (benchmarks/models.json holds their confi
   embeddings, a Linear, then residual blocks of LayerNorm, Linear(768, 3072), GELU,
   Linear(3072, 768), and the head. Nearly all of its time is Linear layers.
 
-Each is trained from the same initial weights on the same batches three times: with
+Each is trained from the same initial weights on the same batches five times: with
 torch.nn.Linear (the reference), with its Linear layers swapped by
-torch_vecgemm.nn.swap_linear, and with every Linear computed in float64 and rounded to
-float32 (the "twin": the reference less its own rounding errors). The data is a seeded
+torch_vecgemm.nn.swap_linear (IEEE fp32), with every Linear computed in float64 and rounded
+to float32 (the "twin": the reference less its own rounding errors), and with the model
+unchanged two more ways: every product routed to the library in 3xTF32 by the
+whole-program switch (torch_vecgemm.enable), and torch's own with TF32 allowed (another
+precision, for comparison). The data is a seeded
 synthetic language made here, no downloads: an order-2 Markov chain whose next token is one
 of eight successors of the previous token, chosen with probabilities that the token before
 decides (Language). A model that reads one token back cannot get below ln 8 nats; one that
@@ -38,11 +41,12 @@ of the last `final_window` steps. (A first twin that summed two half-K products 
 kernels gave the H200's reference loss bit for bit at step 0: cuBLAS's own order can absorb
 such a split, so it measured less than rounding.) A defect of the swapped layers (a dropped bias gradient, a
 transposed operand) departs from the reference by orders of magnitude more than rounding
-does in the first steps; tests/test_train.py plants one and checks the check fails.
+does in the first steps; tests/test_train.py plants one and checks the check fails. The
+switch's run, fp32-accurate too, must pass the same check; TF32's drift is reported.
 
 Throughput, tokens per second, for training (forward, backward, gradient clipping, AdamW
 step) and inference (forward under torch.inference_mode), eager and under
-torch.compile(fullgraph=True), for the reference and the swapped model, in one process:
+torch.compile(fullgraph=True), for the reference and each way but the twin, in one process:
 warm-up steps (and compilation) excluded, then the median of several timed windows, each
 synchronized at both ends. Compilation also records what inductor generated around the
 ops: its kernels, which of them fuse a GELU, and the matrix products it calls.
@@ -50,6 +54,7 @@ ops: its kernels, which of them fuse a GELU, and the matrix products it calls.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -70,9 +75,17 @@ from torch_vecgemm.nn import swap_linear
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CONFIGS = os.path.join(HERE, "models.json")
-# The three ways of computing a model's Linear layers, as the records name them.
+# The ways of computing a model's products, as the records name them: torch's fp32 (the
+# reference), its Linear layers swapped for the library's in IEEE fp32, the float64 twin
+# (below), the model unchanged with every product routed to the library in 3xTF32 by the
+# whole-program switch, and torch's own with TF32 allowed (another precision: what a user
+# gives accuracy up for).
 TORCH, VECGEMM, TWIN = "torch.nn.Linear", "torch_vecgemm.nn.Linear", "float64 twin"
-LINEARS = (TORCH, VECGEMM)
+SWITCH_3XTF32, TORCH_TF32 = "torch_vecgemm.enable('3xtf32')", "torch.nn.Linear, TF32"
+CURVES = (TORCH, VECGEMM, TWIN, SWITCH_3XTF32, TORCH_TF32)  # trained, loss curve each
+LINEARS = (TORCH, VECGEMM, SWITCH_3XTF32, TORCH_TF32)      # timed
+# The fp32-accurate ways, whose loss curves must agree with the reference's for a record.
+AGREEING = (VECGEMM, SWITCH_3XTF32)
 
 
 def load_configs(path=CONFIGS):
@@ -229,8 +242,27 @@ class Float64Linear(nn.Linear):
         return F.linear(x.double(), self.weight.double(), bias).to(x.dtype)
 
 
+@contextlib.contextmanager
+def computing(linear):
+    """What must hold while a model computed the given way runs: the whole-program switch
+    on, or TF32 allowed in torch's products; nothing for the others."""
+    if linear == SWITCH_3XTF32:
+        with torch_vecgemm.enable("3xtf32"):
+            yield
+    elif linear == TORCH_TF32:
+        saved = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = True
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = saved
+    else:
+        yield
+
+
 def variant(model, linear):
-    """A copy of `model` (the same weights) with its Linear layers computed the given way;
+    """A copy of `model` (the same weights) with its Linear layers computed the given way
+    (the switch and TF32 change nothing in the model: `computing` says what they need);
     returns (copy, names of the layers changed)."""
     model = copy.deepcopy(model)
     if linear == VECGEMM:
@@ -302,10 +334,11 @@ def divergence(reference, other, agreement):
             "final": abs(ref_final - other_final) / abs(ref_final)}
 
 
-def check_agreement(curves, agreement):
-    """The swapped model's divergence from the reference against the bound the twin sets:
-    margin x the twin's own divergence, at least the floor (the module's doc says why)."""
-    ours, twin = divergence(curves[TORCH], curves[VECGEMM], agreement), divergence(curves[TORCH], curves[TWIN], agreement)
+def check_agreement(curves, agreement, linear=VECGEMM):
+    """A way's divergence from the reference (the swapped model's by default) against the
+    bound the twin sets: margin x the twin's own divergence, at least the floor (the
+    module's doc says why)."""
+    ours, twin = divergence(curves[TORCH], curves[linear], agreement), divergence(curves[TORCH], curves[TWIN], agreement)
     bounds = {k: max(agreement["margin"] * twin[k], agreement["floors"][k]) for k in ours}
     failed = [k for k in ours if not ours[k] <= bounds[k]]  # a NaN fails too
     return {"vecgemm": ours, "twin": twin, "bounds": bounds, "failed": failed, "ok": not failed}
@@ -361,36 +394,47 @@ def throughput(base, linear, batches, training, timing, compile_backend, device)
     x, y = batches[0, :, :-1], batches[0, :, 1:]
     results, generated = [], {}
     for compiled in [False] + ([True] if compile_backend else []):
-        model, _ = variant(base, linear)
-        opt, _ = optimizer(model, training, schedule=False)
-        forward, fullgraph, error = model, (True if compiled else None), None
-        if compiled:
-            forward = torch.compile(model, fullgraph=True, backend=compile_backend)
-        capture = compiled and compile_backend == "inductor"
-
-        def train():
-            train_step(forward, model, opt, training["clip"], x, y)
-
-        def infer():
-            with torch.inference_mode():
-                forward(x)
-
-        for mode, step in (("train", train), ("inference", infer)):
-            try:
-                codes = _captured(step, capture)
-            except Exception as e:  # noqa: BLE001 - a graph break under fullgraph=True is a result to record
-                if not compiled:
-                    raise
-                error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-                forward = torch.compile(model, backend=compile_backend)
-                codes, fullgraph = _captured(step, capture), False
-            if codes is not None:
-                generated[mode] = codes
-            rate = time_windows(step, tokens, timing, device)
-            results.append({"linear": linear, "mode": mode, "compiled": compiled, "fullgraph": fullgraph,
-                            "graph_break": error, **rate})
-        del model, opt, forward
+        with computing(linear):
+            results += _rates(base, linear, compiled, x, y, tokens, training, timing, compile_backend, device,
+                                      generated)
     return results, generated
+
+
+def _rates(base, linear, compiled, x, y, tokens, training, timing, compile_backend, device, generated):
+    """throughput's rows (train, inference) for one way, eager or compiled."""
+    results = []
+    model, _ = variant(base, linear)
+    opt, _ = optimizer(model, training, schedule=False)
+    forward, fullgraph, error = model, (True if compiled else None), None
+    if compiled:
+        # Each way's graphs from scratch: copies of one model class share its code, whose
+        # recompilations for every way would reach dynamo's limit.
+        torch._dynamo.reset()
+        forward = torch.compile(model, fullgraph=True, backend=compile_backend)
+    capture = compiled and compile_backend == "inductor"
+
+    def train():
+        train_step(forward, model, opt, training["clip"], x, y)
+
+    def infer():
+        with torch.inference_mode():
+            forward(x)
+
+    for mode, step in (("train", train), ("inference", infer)):
+        try:
+            codes = _captured(step, capture)
+        except Exception as e:  # noqa: BLE001 - a graph break under fullgraph=True is a result to record
+            if not compiled:
+                raise
+            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+            forward = torch.compile(model, backend=compile_backend)
+            codes, fullgraph = _captured(step, capture), False
+        if codes is not None:
+            generated[mode] = codes
+        rate = time_windows(step, tokens, timing, device)
+        results.append({"linear": linear, "mode": mode, "compiled": compiled, "fullgraph": fullgraph,
+                        "graph_break": error, **rate})
+    return results
 
 
 # ---- what inductor generated -----------------------------------------------------------------
@@ -438,13 +482,17 @@ def run_model(name, config, configs, training, timing, compile_backend, device, 
     batches = batches.view(training["steps"], config["batch"], config["context"] + 1).to(device)
     base = build(config, training["init_seed"]).to(device)
     curves, swapped = {}, None
-    for linear in (TORCH, VECGEMM, TWIN):
+    for linear in CURVES:
         model, names = variant(base, linear)
         if linear == VECGEMM:
             swapped = names
-        curves[linear] = loss_curve(model, batches, training, f"{name}, {linear}")
+        with computing(linear):
+            curves[linear] = loss_curve(model, batches, training, f"{name}, {linear}")
         del model
     agreement = check_agreement(curves, configs["agreement"])
+    # Every way's drift from the reference, against the twin's bound: the fp32-accurate ones
+    # must stay within it (failures()), TF32 is there to be compared.
+    drift = {linear: check_agreement(curves, configs["agreement"], linear) for linear in (SWITCH_3XTF32, TORCH_TF32)}
     timings, inductor = [], {}
     for linear in LINEARS:
         rows, generated = throughput(base, linear, batches, training, timing, compile_backend, device)
@@ -454,7 +502,7 @@ def run_model(name, config, configs, training, timing, compile_backend, device, 
             save_code(code_dir, name, linear, generated)
     return {"config": config, "parameters": sum(p.numel() for p in base.parameters()),
             "tokens_per_step": config["batch"] * config["context"], "swapped_layers": len(swapped),
-            "entropy_bounds": language.entropy_bounds(), "loss": curves, "agreement": agreement,
+            "entropy_bounds": language.entropy_bounds(), "loss": curves, "agreement": agreement, "drift": drift,
             "throughput": timings, "inductor": inductor}
 
 
@@ -509,8 +557,18 @@ def run(args):
     return {"machine": info, "settings": settings, "models": models}
 
 
+def agreements(model):
+    """{way: its agreement check} for the fp32-accurate ways a model's record holds."""
+    checks = {VECGEMM: model["agreement"]}
+    checks.update({linear: model["drift"][linear] for linear in AGREEING if linear in model.get("drift", {})})
+    return checks
+
+
 def failures(data):
-    return [(name, m["agreement"]["failed"]) for name, m in data["models"].items() if not m["agreement"]["ok"]]
+    """(model, way, the checks it failed) for every fp32-accurate way whose loss departs
+    from the reference's."""
+    return [(name, linear, a["failed"]) for name, m in data["models"].items()
+            for linear, a in agreements(m).items() if not a["ok"]]
 
 
 def write_outputs(out, data):
@@ -534,20 +592,31 @@ def _rate(model, linear, mode, compiled):
     return None
 
 
-def throughput_rows(data):
-    """(model, mode, compiled, torch tokens/s, vecgemm tokens/s, ratio, note) for every
-    timing the record has."""
+def throughput_rows(data, linear=VECGEMM):
+    """(model, mode, compiled, torch tokens/s, the way's tokens/s, ratio, note) for every
+    timing the record has of a way of computing the products (the swapped layers by
+    default) beside the reference's."""
     rows = []
     for name, m in data["models"].items():
         for compiled in (False, True):
             for mode in ("train", "inference"):
-                ref, ours = _rate(m, TORCH, mode, compiled), _rate(m, VECGEMM, mode, compiled)
+                ref, ours = _rate(m, TORCH, mode, compiled), _rate(m, linear, mode, compiled)
                 if ref is None or ours is None:
                     continue
                 breaks = [r["graph_break"] for r in (ref, ours) if r.get("graph_break")]
                 rows.append((name, mode, compiled, ref["tokens_per_s"], ours["tokens_per_s"],
                              ours["tokens_per_s"] / ref["tokens_per_s"], "; ".join(breaks)))
     return rows
+
+
+# The ways the reports set beside the reference, as a reader knows them.
+COMPARED = {VECGEMM: "IEEE fp32, Linear layers swapped", SWITCH_3XTF32: "3xTF32, torch_vecgemm.enable()",
+            TORCH_TF32: "torch, TF32 allowed"}
+
+
+def _drift(model, linear):
+    """A way's agreement check in a model's record, if the record has the way."""
+    return model["agreement"] if linear == VECGEMM else model.get("drift", {}).get(linear)
 
 
 def _gemms(summary):
@@ -565,19 +634,27 @@ def _stamp(info):
 
 
 def headline(data, link):
-    """The README's training table: each model's tokens/s with torch_vecgemm against
-    torch.nn.Linear, per mode, and whether its loss curve agrees; `link` is the page with
+    """The README's training table: for each model and way of computing its products,
+    tokens/s over torch.nn.Linear's (fp32, TF32 off) per mode, and the final loss's drift
+    from the reference against the bound the float64 twin sets; `link` is the page with
     every table (train.md)."""
     modes = [("train", False), ("train", True), ("inference", False), ("inference", True)]
-    ratios = {(name, mode, compiled): ratio for name, mode, compiled, _, _, ratio, _ in throughput_rows(data)}
     lines = [f"{data['machine'].get('gpu') or data['machine'].get('cpu')}, commit {data['machine'].get('git_commit')}: "
-             "tokens/s with the layers swapped over tokens/s with `torch.nn.Linear`, fp32 (TF32 off), and whether the "
-             f"loss curves agree within fp32 rounding ([every table]({link})).", "",
-             "| model | " + " | ".join(f"{mode}, {'compiled' if c else 'eager'}" for mode, c in modes) + " | losses agree |",
-             "|---|" + "---:|" * len(modes) + "---|"]
+             "tokens/s over tokens/s with `torch.nn.Linear` in fp32 (TF32 off), and the final loss's relative drift "
+             f"from that reference against the bound fp32 rounding sets ([every table]({link})).", "",
+             "| model | products computed as | " + " | ".join(f"{mode}, {'compiled' if c else 'eager'}" for mode, c in modes)
+             + " | loss drift (bound) |",
+             "|---|---|" + "---:|" * len(modes) + "---|"]
     for name, m in data["models"].items():
-        cells = [f"{ratios[(name, mode, c)]:.2f}x" if (name, mode, c) in ratios else "-" for mode, c in modes]
-        lines.append(f"| {name} | " + " | ".join(cells) + f" | {'yes' if m['agreement']['ok'] else 'no'} |")
+        for linear, label in COMPARED.items():
+            ratios = {(mode, c): r for _, mode, c, _, _, r, _ in throughput_rows({"models": {name: m}}, linear)}
+            drift = _drift(m, linear)
+            if not ratios and drift is None:
+                continue
+            cells = [f"{ratios[(mode, c)]:.2f}x" if (mode, c) in ratios else "-" for mode, c in modes]
+            verdict = "-" if drift is None else (f"{drift['vecgemm']['final']:.1e} ({drift['bounds']['final']:.0e})"
+                                                 + ("" if drift["ok"] else ", outside"))
+            lines.append(f"| {name} | {label} | " + " | ".join(cells) + f" | {verdict} |")
     return "\n".join(lines)
 
 
@@ -590,11 +667,19 @@ def markdown(data, *, title=True):
         f"{s['timing']['windows']} windows of {s['timing']['steps_per_window']} steps after "
         f"{s['timing']['warmup_steps']} warm-up steps, compiled with torch.compile(fullgraph=True, backend="
         f"{s['compile_backend']!r}).\n")
-    lines.append("| model | tokens/step | mode | torch.nn.Linear tokens/s | torch_vecgemm tokens/s | x torch |")
-    lines.append("|---|---:|---|---:|---:|---:|")
-    for name, mode, compiled, ref, ours, ratio, note in throughput_rows(data):
-        label = f"{mode}, {'compiled' if compiled else 'eager'}" + (f" (graph break: {note})" if note else "")
-        lines.append(f"| {name} | {data['models'][name]['tokens_per_step']} | {label} | {ref:,.0f} | {ours:,.0f} | {ratio:.2f} |")
+    ways = [linear for linear in COMPARED if throughput_rows(data, linear)]
+    lines.append("| model | tokens/step | mode | torch.nn.Linear tokens/s | "
+                 + " | ".join(f"{COMPARED[w]} tokens/s (x torch)" for w in ways) + " |")
+    lines.append("|---|---:|---|---:|" + "---:|" * len(ways))
+    rows = {w: {(n, mode, c): (ours, ratio, note) for n, mode, c, _, ours, ratio, note in throughput_rows(data, w)}
+            for w in ways}
+    for name, mode, compiled, ref, *_ in throughput_rows(data, TORCH):
+        notes = "; ".join(sorted({rows[w][(name, mode, compiled)][2] for w in ways
+                                  if (name, mode, compiled) in rows[w] and rows[w][(name, mode, compiled)][2]}))
+        label = f"{mode}, {'compiled' if compiled else 'eager'}" + (f" (graph break: {notes})" if notes else "")
+        cells = [f"{rows[w][(name, mode, compiled)][0]:,.0f} ({rows[w][(name, mode, compiled)][1]:.2f})"
+                 if (name, mode, compiled) in rows[w] else "-" for w in ways]
+        lines.append(f"| {name} | {data['models'][name]['tokens_per_step']} | {label} | {ref:,.0f} | " + " | ".join(cells) + " |")
     lines.append("")
     lines.append("| model | parameters | loss: first, last (torch / ours) | entropy rate at most | step 0 | first steps | final | agree |")
     lines.append("|---|---:|---|---:|---|---|---|---|")
@@ -607,6 +692,17 @@ def markdown(data, *, title=True):
         lines.append(f"| {name} | {m['parameters'] / 1e6:.3g} M | {ref[0]:.3f}, {ref[-1]:.3f} / {ours[0]:.3f}, {ours[-1]:.3f} | "
                      f"{m['entropy_bounds']['order2']:.2f} | {cell('step0')} | {cell('early')} | {cell('final')} | "
                      f"{'yes' if a['ok'] else 'NO: ' + ', '.join(a['failed'])} |")
+    drifts = [(name, linear, m["drift"][linear]) for name, m in data["models"].items() for linear in m.get("drift", {})]
+    if drifts:
+        lines.append("\nThe model unchanged, its products computed another way: the same differences from the reference.\n")
+        lines.append("| model | products computed as | step 0 | first steps | final | within the bound |")
+        lines.append("|---|---|---|---|---|---|")
+        for name, linear, a in drifts:
+            def cell(k, a=a):
+                return f"{a['vecgemm'][k]:.1e} (bound {a['bounds'][k]:.0e})"
+
+            lines.append(f"| {name} | {COMPARED[linear]} | {cell('step0')} | {cell('early')} | {cell('final')} | "
+                         f"{'yes' if a['ok'] else 'no: ' + ', '.join(a['failed'])} |")
     g = s["agreement"]
     lines.append(f"\nRelative loss differences from the reference: at step 0 (the same weights, forward only), the "
                  f"largest over the first {g['early_steps']} steps, and of the mean loss of the last {g['final_window']}; "
@@ -632,8 +728,9 @@ def plot(data, path):
     models = data["models"]
     fig, axes = figure(nrows=1, ncols=len(models) + 1, figsize=(6 * (len(models) + 1), 4.8), squeeze=False)
     for ax, (name, m) in zip(axes[0], models.items()):
-        for linear, style in ((TORCH, "-"), (VECGEMM, "--"), (TWIN, ":")):
-            ax.plot(m["loss"][linear], style, label=linear, linewidth=1.2)
+        for linear, style in ((TORCH, "-"), (VECGEMM, "--"), (TWIN, ":"), (SWITCH_3XTF32, "-."), (TORCH_TF32, (0, (1, 3)))):
+            if linear in m["loss"]:
+                ax.plot(m["loss"][linear], linestyle=style, label=linear, linewidth=1.2)
         ax.axhline(m["entropy_bounds"]["order2"], color="gray", linewidth=0.8, label="entropy rate (at most)")
         ax.axhline(m["entropy_bounds"]["order1"], color="gray", linestyle="--", linewidth=0.8, label="one token back: ln 8")
         ax.set_yscale("log")
@@ -643,13 +740,15 @@ def plot(data, path):
         ax.legend(fontsize=7)
         ax.grid(True, which="both", alpha=0.3)
     ax = axes[0][-1]
-    rows = throughput_rows(data)
+    rows = throughput_rows(data, TORCH)
     labels = [f"{name} {mode}\n{'compiled' if compiled else 'eager'}" for name, mode, compiled, *_ in rows]
     pos = range(len(rows))
-    ax.barh([p - 0.2 for p in pos], [r[3] / 1e3 for r in rows], height=0.4, label=TORCH)
-    ax.barh([p + 0.2 for p in pos], [r[4] / 1e3 for r in rows], height=0.4, label=VECGEMM)
-    for p, r in zip(pos, rows):
-        ax.text(max(r[3], r[4]) / 1e3, p, f" x{r[5]:.2f}", va="center", fontsize=7)
+    ways = [TORCH] + [w for w in COMPARED if throughput_rows(data, w)]
+    height = 0.8 / len(ways)
+    for i, way in enumerate(ways):
+        rates = {(n, mode, c): ours for n, mode, c, _, ours, _, _ in throughput_rows(data, way)}
+        ax.barh([p - 0.4 + height * (i + 0.5) for p in pos], [rates.get(r[:3], 0) / 1e3 for r in rows], height=height,
+                label=COMPARED.get(way, way))
     ax.set_yticks(list(pos), labels, fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
@@ -665,8 +764,8 @@ def main(argv=None):
     print(markdown(data))
     if args.out:
         print("wrote " + ", ".join(write_outputs(args.out, data)))
-    for name, failed in failures(data):
-        print(f"!!! {name}: the swapped model's loss departs from the reference's ({', '.join(failed)})", file=sys.stderr)
+    for name, linear, failed in failures(data):
+        print(f"!!! {name}: the loss with {linear} departs from the reference's ({', '.join(failed)})", file=sys.stderr)
     return 1 if failures(data) else 0
 
 

@@ -75,7 +75,7 @@ def test_benchmark_runs_end_to_end_and_writes_its_record(record):
     for name, m in data["models"].items():
         assert m["swapped_layers"] == (4 * TINY["layers"] + 1 if name == "tiny-gpt" else 2 * TINY["layers"] + 2)
         curves = m["loss"]
-        assert set(curves) == {train.TORCH, train.VECGEMM, train.TWIN}
+        assert set(curves) == set(train.CURVES)
         assert all(len(c) == 40 for c in curves.values())
         # It learns: from about ln(vocab) at the start to well below it.
         assert curves[train.TORCH][0] == pytest.approx(math.log(TINY["vocab"]), rel=0.05)
@@ -84,8 +84,12 @@ def test_benchmark_runs_end_to_end_and_writes_its_record(record):
         assert a["ok"] and not a["failed"]
         # The twin really differs from the reference: it has none of its rounding errors.
         assert max(a["twin"].values()) > 0
+        # On the CPU the switch and TF32 change nothing: their curves are the reference's.
+        for linear in (train.SWITCH_3XTF32, train.TORCH_TF32):
+            assert curves[linear] == curves[train.TORCH]
+            assert m["drift"][linear]["ok"]
         rows = {(r["linear"], r["mode"], r["compiled"]): r for r in m["throughput"]}
-        assert len(rows) == 8
+        assert len(rows) == 2 * 2 * len(train.LINEARS)
         for (_, _, compiled), r in rows.items():
             assert r["tokens_per_s"] > 0 and len(r["windows_tokens_per_s"]) == 2
             assert r["fullgraph"] is (True if compiled else None) and r["graph_break"] is None
@@ -146,3 +150,22 @@ def test_agreement_check_fails_on_nan():
     agreement = {**CONFIGS["agreement"], "final_window": 2}
     verdict = train.check_agreement({train.TORCH: curve, train.TWIN: curve, train.VECGEMM: [3.0, float("nan"), 2.0]}, agreement)
     assert verdict["failed"] == ["early", "final"]
+
+
+def test_reports_set_every_way_beside_the_reference(record):
+    _, out = record
+    data = json.loads(out.with_suffix(".json").read_text())
+    table = train.headline(data, "train.md")
+    for label in train.COMPARED.values():
+        assert f"| tiny-gpt | {label} |" in table, table
+    assert "3xTF32, torch_vecgemm.enable()" in train.markdown(data)
+
+
+def test_the_switchs_drift_gates_the_record(record):
+    _, out = record
+    data = json.loads(out.with_suffix(".json").read_text())
+    assert train.failures(data) == []
+    drift = data["models"]["tiny-mlp"]["drift"]
+    drift[train.SWITCH_3XTF32].update(ok=False, failed=["final"])
+    drift[train.TORCH_TF32].update(ok=False, failed=["early"])  # reported, not a failure
+    assert train.failures(data) == [("tiny-mlp", train.SWITCH_3XTF32, ["final"])]
