@@ -2,6 +2,7 @@
 stamp of a run (machine, software, commit, build)."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -67,6 +68,17 @@ def kernels_of(fn, calls=3):
         if e.device_type == torch.autograd.DeviceType.CUDA:
             times[e.name] = times.get(e.name, 0.0) + e.time_range.elapsed_us() / calls
     return times
+
+
+@contextlib.contextmanager
+def tf32_allowed(allowed):
+    """torch.backends.cuda.matmul.allow_tf32 set inside the block, restored after it."""
+    saved = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = allowed
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def queued_us(fn, calls=200):

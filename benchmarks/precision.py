@@ -23,7 +23,6 @@ a mismatch makes the exit status 1.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import math
 import sys
@@ -32,7 +31,8 @@ import torch
 
 import torch_vecgemm
 from benchmarks import report
-from benchmarks.common import CUBLAS, TF32, figure, machine_info, make_operands, save_figure, time_ms, write_record
+from benchmarks.common import (CUBLAS, TF32, figure, machine_info, make_operands, save_figure, tf32_allowed, time_ms,
+                               write_record)
 
 try:
     import triton
@@ -112,17 +112,6 @@ def triton_failure(input_precision):
     except Exception as e:  # noqa: BLE001 - any failure of Triton's compiler or launch
         return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
     return None if rel < REL_ERR_LIMIT else f"relative error {rel:.3g} vs torch.matmul on 200x200x190"
-
-
-@contextlib.contextmanager
-def tf32_allowed(allowed):
-    """torch.backends.cuda.matmul.allow_tf32 set inside the block, restored after it."""
-    saved = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allowed
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def path(name, A, B):

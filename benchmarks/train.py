@@ -70,7 +70,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import torch_vecgemm
-from benchmarks.common import figure, save_figure
+from benchmarks.common import figure, save_figure, tf32_allowed
 from torch_vecgemm.nn import swap_linear
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -250,12 +250,8 @@ def computing(linear):
         with torch_vecgemm.enable("3xtf32"):
             yield
     elif linear == TORCH_TF32:
-        saved = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
+        with tf32_allowed(True):
             yield
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = saved
     else:
         yield
 
