@@ -60,11 +60,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("tuning_key", &vecgemm::tuning_key, py::arg("A"), py::arg("B"),
         "The tuning cache's key for A @ B under the auto variant (after its copies).");
   m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);
-  m.def("model_ranking", &vecgemm::model_ranking, py::arg("key"),
-        "The cost model's candidates for a tuning key on the current CUDA device, fastest first: "
-        "(predicted ns, config, split-K factor, stream-K tail).");
-  m.def("_set_dependent_launch", &vecgemm::set_dependent_launch,
-        "Measurement knob: whether the second passes may overlap the end of the kernel before them.");
   m.def("selected_kernel", &vecgemm::selected_kernel, py::arg("A"), py::arg("B"), py::arg("variant") = "auto",
         py::arg("precision") = "auto",
         "The kernel (and split-K factor) A @ B would run on, or 'fallback: <reason>'.");
@@ -93,6 +88,16 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("precision") = "auto", "How alpha * A @ B + beta * C would run (pure: nothing is allocated, launched or timed).");
   m.def("built_architectures", &vecgemm::built_architectures,
         "The GPU architectures the kernels were compiled for, as nvcc numbers them (900 for sm_90).");
-  m.def("resident_blocks", &vecgemm::resident_blocks, py::arg("config"),
-        "Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per SM).");
+
+  // For the tests and probes, not for users: a view of the planner's model and a knob that
+  // changes how products launch, to measure them or reach a path.
+  py::module_ testing = m.def_submodule("_testing", "Knobs and views for the tests and probes.");
+  testing.def("model_ranking", &vecgemm::model_ranking, py::arg("key"),
+              "The cost model's candidates for a tuning key on the current CUDA device, fastest first: "
+              "(predicted ns, config, split-K factor, stream-K tail).");
+  testing.def("set_dependent_launch", &vecgemm::set_dependent_launch,
+              "Whether second passes may overlap the end of the kernel before them (on unless "
+              "VECGEMM_DEPENDENT_LAUNCH=0).");
+  testing.def("resident_blocks", &vecgemm::resident_blocks, py::arg("config"),
+              "Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per SM).");
 }

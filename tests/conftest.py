@@ -50,15 +50,6 @@ VARIANTS = torch_vecgemm.variants()
 TILINGS = [v for v in VARIANTS if v.startswith(("tiled_", "async_"))]
 # The 3xTF32 kernels (precision "3xtf32"; tests/test_precision.py): tf32x3_<BM>x<BN>_<instruction>.
 TF32X3_KERNELS = [v for v in VARIANTS if v.startswith("tf32x3_")]
-# Names of the releases before the names were derived from the tilings, and what they are
-# now: the ops and the tuning cache still take them.
-FORMER_NAMES = {
-    "tiled_256x128x8": "tiled_256x128x8_t816",
-    "tiled_64x64x8": "tiled_64x64x8_t84",
-    "tiled_32x128x16": "tiled_32x128x16_t84",
-    "async_128x128x8_s4": "async_128x128x8_t816_s4",
-    "async_256x128x8_s3": "async_256x128x8_t816_s3",
-}
 # The one tiling built with the stream-K tail (docs/design.md, "Kernel families").
 STREAM_K_TILING = "tiled_128x128x8_t816"
 
@@ -304,4 +295,4 @@ def clean_tuning():
     yield
     torch_vecgemm.autotune(False)
     torch_vecgemm._C.clear_tuning_cache()
-    torch_vecgemm._C._set_dependent_launch(True)
+    torch_vecgemm._C._testing.set_dependent_launch(True)

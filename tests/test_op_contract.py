@@ -14,7 +14,6 @@ import torch_vecgemm
 from conftest import (
     ALIGNED_ONLY,
     DEVICES,
-    FORMER_NAMES,
     TILINGS,
     assert_gemm_close,
     gpu,
@@ -226,12 +225,12 @@ def cpu(rng, *shape):
         (lambda r: cpu(r, 64, 128).t(), lambda r: cpu(r, 64, 128), "vectorized", "A is not row-major contiguous"),
         (lambda r: cpu(r, 128 * 64 + 1)[1:].view(128, 64), lambda r: cpu(r, 64, 128), "vectorized", "not 16-byte aligned"),
         (lambda r: cpu(r, 128, 65)[:, 1:], lambda r: cpu(r, 64, 128), "tiled_256x128x8_t816", ALIGNED_ONLY),
-        (lambda r: cpu(r, 128, 65)[:, 1:], lambda r: cpu(r, 64, 128), "tiled_256x128x8", ALIGNED_ONLY),  # former name
+        (lambda r: cpu(r, 8, 8), lambda r: cpu(r, 8, 8), "tiled_256x128x8", "unknown variant 'tiled_256x128x8'"),
         (lambda r: cpu(r, 2, 64), lambda r: cpu(r, 64, 128), "gemv", "gemv kernel takes M = 1"),
     ],
     ids=[
         "A strided", "B strided", "unknown variant", "vectorized M", "vectorized N", "vectorized K",
-        "vectorized A order", "vectorized alignment", "aligned only", "aligned only, former name", "gemv",
+        "vectorized A order", "vectorized alignment", "aligned only", "a name never released", "gemv",
     ],
 )
 def test_cuda_rules_checked_without_a_gpu(A, B, variant, message, rng):
@@ -451,26 +450,7 @@ def test_variants_listed():
         assert {"vectorized", "gemv", "tiled_128x128x8", "tiled_128x128x8_t816"} <= set(names), names
         for name in TILINGS:
             assert VARIANT_NAME.fullmatch(name), f"{name} does not follow the naming rule"
-        assert set(FORMER_NAMES.values()) <= set(TILINGS)
-        assert not set(FORMER_NAMES) & set(names), "a former name listed as a variant of its own"
     else:
         assert names == ["auto"]
 
 
-@gpu
-@pytest.mark.parametrize("former,current", sorted(FORMER_NAMES.items()))
-def test_former_variant_names(former, current, rng):
-    # A former name still works everywhere a variant is named, and is the same kernel.
-    A, B, C = randn(rng, 200, 72), randn(rng, 72, 136), randn(rng, 136)
-    assert torch_vecgemm.fallback_reason(A, B, C, variant=former) is None
-    plan = torch_vecgemm.plan(A, B, variant=former)
-    assert plan == torch_vecgemm.plan(A, B, variant=current) and plan.kernel == current
-    assert torch_vecgemm.selected_kernel(A, B, variant=former) == str(plan)
-    out = run_strict(A, B, C, 0.5, 1.0, former)
-    assert_gemm_close(out, A, B, C, 0.5, 1.0)
-    assert torch.equal(out, run_strict(A, B, C, 0.5, 1.0, current))
-    D = make_operand(rng, 200, 136, "r")
-    E = D.clone()
-    ops.sgemm_(D, A, B, 1.0, 1.0, former)
-    ops.sgemm_(E, A, B, 1.0, 1.0, current)
-    assert torch.equal(D, E)

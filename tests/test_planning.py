@@ -14,7 +14,6 @@ import torch
 import torch_vecgemm
 from conftest import (
     COPIED_SHAPE,
-    FORMER_NAMES,
     GPU,
     LAYOUTS,
     STREAM_K_TILING,
@@ -63,15 +62,13 @@ def check_bookkeeping(plan, A, B):
 
 
 def test_resident_blocks():
-    # SMs x blocks per SM, for every tiling; a former name is the same kernel.
+    # SMs x blocks per SM, for every tiling.
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     for variant in TILINGS:
-        slots = torch_vecgemm._C.resident_blocks(variant)
+        slots = torch_vecgemm._C._testing.resident_blocks(variant)
         assert slots >= sms and slots % sms == 0, (variant, slots, sms)
-    for former, current in FORMER_NAMES.items():
-        assert torch_vecgemm._C.resident_blocks(former) == torch_vecgemm._C.resident_blocks(current)
     with pytest.raises(RuntimeError, match="no_such_config"):
-        torch_vecgemm._C.resident_blocks("no_such_config")
+        torch_vecgemm._C._testing.resident_blocks("no_such_config")
 
 
 # ---- families and kernels ----------------------------------------------------------------------------
@@ -206,14 +203,14 @@ def test_model_ranking_is_the_plan(m, n, k, rng, clean_tuning):
     # The probes' view of the model is the planner's: its first candidate is what auto runs,
     # times ascend, and every tiling named can take the problem.
     A, B = randn(rng, m, k), randn(rng, k, n)
-    ranking = torch_vecgemm._C.model_ranking(torch_vecgemm._C.tuning_key(A, B))
+    ranking = torch_vecgemm._C._testing.model_ranking(torch_vecgemm._C.tuning_key(A, B))
     times = [ns for ns, *_ in ranking]
     assert times == sorted(times) and times[0] > 0, ranking[:3]
     plan = torch_vecgemm.plan(A, B)
     assert ranking[0][1:] == (plan.kernel, plan.split_k, plan.stream_k), (ranking[0], plan)
     assert {config for _, config, _, _ in ranking} <= set(TILINGS)
     with pytest.raises(RuntimeError, match="not a tuning key"):
-        torch_vecgemm._C.model_ranking("m32_n64")
+        torch_vecgemm._C._testing.model_ranking("m32_n64")
 
 
 # ---- the stream-K tail ------------------------------------------------------------------------------
@@ -230,7 +227,7 @@ def test_stream_k_only_on_a_partial_wave(rng, clean_tuning):
     # The tail asked for through the cache runs only where the tiles fill whole waves of
     # the device's resident blocks and part of one more, unbatched and unsplit.
     variant = STREAM_K_TILING
-    slots = torch_vecgemm._C.resident_blocks(variant)
+    slots = torch_vecgemm._C._testing.resident_blocks(variant)
     few = whole_waves_grid(slots // 2, 1) if slots > 1 else (1, 1)
     cases = [  # grid, batch, splits, tail
         (tail_grid(slots, 1, 0.1), None, 1, True),
@@ -256,7 +253,7 @@ def test_stream_k_tilings(rng, clean_tuning):
     # takes it, and every tiling stays the cached kernel either way.
     with_tail = []
     for variant in TILINGS:
-        slots = torch_vecgemm._C.resident_blocks(variant)
+        slots = torch_vecgemm._C._testing.resident_blocks(variant)
         A, B = tail_problem(rng, variant, tail_grid(slots, 1, 0.1), k=32)
         force_choice(A, B, variant, 1, stream_k=True)
         plan = torch_vecgemm.plan(A, B)
@@ -291,7 +288,7 @@ def described(plan, given):
 
 
 def test_describe_string(rng, clean_tuning):
-    slots = torch_vecgemm._C.resident_blocks(STREAM_K_TILING)
+    slots = torch_vecgemm._C._testing.resident_blocks(STREAM_K_TILING)
     tail_a, tail_b = tail_problem(rng, STREAM_K_TILING, tail_grid(slots, 1, 0.1))
     force_choice(tail_a, tail_b, STREAM_K_TILING, 1, stream_k=True)
     problems = [
@@ -334,7 +331,7 @@ def cuda_kernels_launched(fn):
 
 def test_planning_allocates_and_launches_nothing(rng, clean_tuning):
     # Plans with copies, a split, the stream-K tail, and a new shape in autotune mode.
-    slots = torch_vecgemm._C.resident_blocks(STREAM_K_TILING)
+    slots = torch_vecgemm._C._testing.resident_blocks(STREAM_K_TILING)
     tail_a, tail_b = tail_problem(rng, STREAM_K_TILING, tail_grid(slots, 1, 0.1))
     force_choice(tail_a, tail_b, STREAM_K_TILING, 1, stream_k=True)
     problems = [

@@ -1,6 +1,6 @@
 """The second passes: the split-K reduction, the stream-K tail and its fix-up, their
 programmatic dependent launch, and their capture in CUDA graphs. Shapes that need a partial
-last wave are computed from the device's resident blocks (torch_vecgemm._C.resident_blocks).
+last wave are computed from the device's resident blocks (torch_vecgemm._C._testing.resident_blocks).
 Skipped, with the reason shown, where there is no GPU."""
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def tail_shape(waves, tail_fraction, trim):
     resident blocks and about `tail_fraction` of one more, the last tiles cut short by
     `trim` rows and columns (0: whole tiles only)."""
     bm, bn, _ = block_tile(STREAM_K_TILING)
-    tiles_m, tiles_n = tail_grid(torch_vecgemm._C.resident_blocks(STREAM_K_TILING), waves, tail_fraction)
+    tiles_m, tiles_n = tail_grid(torch_vecgemm._C._testing.resident_blocks(STREAM_K_TILING), waves, tail_fraction)
     return bm * tiles_m - trim, bn * tiles_n - trim
 
 
@@ -104,7 +104,7 @@ def test_dependent_launch_chain(overlap, rng, clean_tuning):
     # other, and into a torch kernel, must still see every kernel of the one before complete:
     # a copy of A, the whole waves, the tail and its fix-up; a split-K product and its
     # reduction; a plain product.
-    torch_vecgemm._C._set_dependent_launch(overlap)
+    torch_vecgemm._C._testing.set_dependent_launch(overlap)
     m, n = tail_shape(2, 0.18, 72)
     A1, B1, B2, B3 = randn(rng, m, 520), randn(rng, 520, n), randn(rng, n, 48), randn(rng, 48, 40)
     force_choice(A1, B1, STREAM_K_TILING, 1, stream_k=True)
@@ -148,7 +148,7 @@ def test_wgmma_passes_chain(overlap, rng, clean_tuning):
     # Products fed straight into each other, and into a torch kernel, must see every pass of
     # the one before complete: a split-K product, then one whose split pass reads it and
     # whose fix-up recomputes the tiles an Inf reaches, then one that reads those.
-    torch_vecgemm._C._set_dependent_launch(overlap)
+    torch_vecgemm._C._testing.set_dependent_launch(overlap)
     P, Q = randn(rng, 64, 6000), randn(rng, 6000, 520)
     B1, B2 = randn(rng, 64, 260), randn(rng, 132, 48)
     B1[3, 7] = float("inf")  # column 7 of D1: Inf or NaN, so its column of tiles is flagged

@@ -1,6 +1,5 @@
 """Autotune mode and the tuning cache: what it holds, how a cached choice decides the
-kernel, split and stream-K tail, and saving and loading it (former variant names
-included)."""
+kernel, split and stream-K tail, and saving and loading it."""
 from __future__ import annotations
 
 import json
@@ -11,7 +10,6 @@ import torch
 
 import torch_vecgemm
 from conftest import (
-    FORMER_NAMES,
     STREAM_K_TILING,
     TILINGS,
     aligned_operand,
@@ -63,21 +61,6 @@ def test_tuning_cache_roundtrip(tmp_path, clean_tuning):
         torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4_d4", "no_such_config", 1)
 
 
-@requires_kernels
-def test_tuning_cache_takes_former_names(tmp_path, clean_tuning):
-    # A cache saved by a release with the former names loads; it holds the current ones.
-    path = tmp_path / "former.json"
-    entries = {
-        f"b1_m{i + 8}_n8_k8_rr_v4_d4": {"config": former, "splits": 1, "stream_k": False}
-        for i, former in enumerate(sorted(FORMER_NAMES))
-    }
-    path.write_text(json.dumps({"format": 3, "entries": entries}))
-    assert torch_vecgemm.load_tuning_cache(path) == len(FORMER_NAMES)
-    assert torch_vecgemm.tuning_cache() == {key: (FORMER_NAMES[e["config"]], 1, False) for key, e in entries.items()}
-    torch_vecgemm._C.add_tuning_entry("b1_m99_n8_k8_rr_v4_d4", "tiled_64x64x8", 2)
-    assert torch_vecgemm.tuning_cache()["b1_m99_n8_k8_rr_v4_d4"] == ("tiled_64x64x8_t84", 2, False)
-
-
 @gpu
 def test_autotune_mode(tmp_path, rng, clean_tuning):
     torch_vecgemm.autotune(True)
@@ -124,7 +107,7 @@ def test_stream_k_from_the_cache(stream_k, rng, clean_tuning):
     # one wave (1024^2 x 200).
     config = STREAM_K_TILING
     bm, bn, _ = block_tile(config)
-    slots = torch_vecgemm._C.resident_blocks(config)
+    slots = torch_vecgemm._C._testing.resident_blocks(config)
     (tm2, tn2), (tm1, tn1) = tail_grid(slots, 2, 0.18), tail_grid(slots, 1, 0.095)
     few = max(1, math.isqrt(slots // 4))
     cases = [

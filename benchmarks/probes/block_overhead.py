@@ -53,7 +53,7 @@ def main(argv=None):
     for order in args.orders.split(","):
         for name in config_names(args.configs):
             bm, bn, bk = block_tile(name)
-            slots = torch_vecgemm._C.resident_blocks(name)
+            slots = torch_vecgemm._C._testing.resident_blocks(name)
             points = []
             for waves in WAVES:
                 tm, tn = whole_waves_grid(slots, waves)

@@ -1,7 +1,6 @@
 #include "kernel_configs.h"
 
 #include <unordered_map>
-#include <utility>
 
 namespace vecgemm {
 
@@ -22,13 +21,6 @@ std::optional<int> kernel_config_of(const std::string& name) {
   static const std::unordered_map<std::string, int> configs = [] {
     std::unordered_map<std::string, int> out;
     for (int c = 0; c < kNumKernelConfigs; ++c) out.emplace(kernel_config_name(c), c);
-    // Names of releases before the names were derived from the rows.
-    const std::pair<const char*, const char*> former_names[] = {
-        {"tiled_256x128x8", "tiled_256x128x8_t816"},   {"tiled_64x64x8", "tiled_64x64x8_t84"},
-        {"tiled_32x128x16", "tiled_32x128x16_t84"},    {"async_128x128x8_s4", "async_128x128x8_t816_s4"},
-        {"async_256x128x8_s3", "async_256x128x8_t816_s3"},
-    };
-    for (const auto& [former, now] : former_names) out.emplace(former, out.at(now));
     return out;
   }();
   const auto it = configs.find(name);
