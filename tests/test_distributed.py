@@ -347,6 +347,29 @@ def test_plan_matches_float64_with_the_collectives_it_implies(world, seed, plan,
             assert got[key] == torch_got[key], key
 
 
+def _plan_under_the_switch(mesh, plan, **kwargs):
+    """A plan of benchmarks/distributed.py on the model's own torch.nn.Linear layers, with
+    the whole-program switch on (a module-level function: the ranks receive it by name)."""
+    with torch_vecgemm.enable("3xtf32"):
+        return getattr(bd, plan)(mesh, linear=torch.nn.Linear, **kwargs)
+
+
+@requires_gloo
+@pytest.mark.parametrize("plan", ["tensor_parallel", "fully_sharded"])
+def test_plans_under_the_whole_program_switch(world, seed, plan):
+    # The switch routes each rank's local products (aten's, below DTensor's dispatch); it
+    # changes no placement and no collective, and the values stay within fp32's bound of
+    # float64. (These ranks are CPU processes, whose products stay torch's: the same
+    # model on CUDA ranks is tests/test_switch.py's.)
+    ref = bd.reference(bd.CHECK, seed, WORLD)
+    on = world.run(_plan_under_the_switch, plan=plan, cfg=bd.CHECK, seed=seed)
+    off = world.run(getattr(bd, plan), cfg=bd.CHECK, seed=seed, linear=torch.nn.Linear)
+    for rank, (got, torch_got) in enumerate(zip(on, off)):
+        assert bd.mismatches(plan, rank, WORLD, got, ref) == []
+        for key in ("forward", "backward", "output_placements", "param_placements", "grad_placements"):
+            assert got[key] == torch_got[key], key
+
+
 # ---- when the strategies are registered -----------------------------------------------------
 
 CALL_ON_ONE_RANK = """
