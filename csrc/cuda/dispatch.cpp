@@ -26,7 +26,6 @@
 namespace vecgemm {
 namespace {
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Dense row-major, as the seed's kernel indexes (lda = K, ldb = ldc = N).
 bool row_major_dense(const at::Tensor& t) {

@@ -15,7 +15,6 @@
 namespace vecgemm {
 namespace {
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // The same values in storage of the given order, rows starting 16-byte aligned, with the K
 // dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu,

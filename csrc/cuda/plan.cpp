@@ -42,7 +42,6 @@ constexpr int64_t kKPadding = 16;
 
 Layout other(Layout l) { return l == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor; }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // Every K-or-MN vector of the operand is 16-byte aligned (pointer, leading dimension and
 // batch stride all multiples of four floats), and the storage holds the last vector's last
