@@ -10,6 +10,7 @@ import os
 import platform
 import re
 import subprocess
+import time
 
 import torch
 
@@ -85,8 +86,6 @@ def queued_us(fn, calls=200):
     """(host us, device us) per call of `calls` calls of fn queued back to back: the host's
     wall clock until the last is queued, and CUDA events around the loop. Where the host's
     figure is the larger, the calls are host-bound."""
-    import time
-
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

@@ -33,13 +33,12 @@ def main(argv=None):
     args = ap.parse_args(argv)
     with open(args.sweep) as f:
         data = json.load(f)
-    seed = data["settings"]["seed"]
+    seed, precision = data["settings"]["seed"], data["settings"].get("precision", "ieee")
     indexed = [(i, r) for i, r in enumerate(data["records"]) if args.plan is None or re.search(args.plan, r["plan"])]
     for index, r in sorted(indexed, key=lambda ir: ir[1]["ratio_to_torch_matmul"])[: args.weakest]:
         A, B = make_problem_operands(r, "cuda", seed * 100003 + index)
         print(f"\n{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}: x{r['ratio_to_torch_matmul']:.3f} "
               f"(torch {r['torch_ms'] * 1e3:.1f} us, ours {r['ours_ms'] * 1e3:.1f} us)  plan: {torch_vecgemm.plan(A, B)}")
-        precision = data["settings"].get("precision", "ieee")
         print(f"  host us per call, queued: torch {queued_us(lambda: torch.matmul(A, B))[0]:.1f}, "
               f"ours {queued_us(lambda: torch_vecgemm.mm(A, B, precision=precision))[0]:.1f}")
         for side, fn in (("torch", lambda: torch.matmul(A, B)),

@@ -24,7 +24,7 @@ import sys
 import torch
 
 import torch_vecgemm
-from benchmarks.common import kernels_of, machine_info, queued_us, time_ms
+from benchmarks.common import kernels_of, machine_info, make_operands, queued_us, time_ms
 
 SQUARES = [128, 256, 384, 512, 768, 1024, 1536, 2048]
 K_LADDER = [32, 64, 128, 256, 512, 1024, 2048, 4096]
@@ -44,17 +44,8 @@ def problems():
         yield m, n, k, "rr"
 
 
-def operands(m, n, k, layout, seed):
-    g = torch.Generator(device="cuda").manual_seed(seed)
-    A = torch.randn(m, k, device="cuda", generator=g)
-    B = torch.randn(k, n, device="cuda", generator=g)
-    if layout[1] == "c":
-        B = B.t().contiguous().t()
-    return A, B
-
-
 def measure(m, n, k, layout, seed, rows_re, timing):
-    A, B = operands(m, n, k, layout, seed)
+    A, B = make_operands(m, n, k, layout, "cuda", seed)
     out = dict(m=m, n=n, k=k, layout=layout, torch=dict(us=time_ms(lambda: torch.matmul(A, B), **timing) * 1e3))
     out["torch"]["host_us"], out["torch"]["queued_us"] = queued_us(lambda: torch.matmul(A, B))
     auto = torch_vecgemm.plan(A, B, precision="3xtf32")
