@@ -1,5 +1,5 @@
 // The whole-program switch's state (aten_override.h); the kernels it registers are the
-// build's (cuda/aten_override.cpp).
+// build's (runtime/aten_kernels.cpp).
 #include "aten_override.h"
 
 #include <atomic>

@@ -22,7 +22,7 @@ std::optional<std::string> aten_override();
 // What the routed products ask for (read by the kernels at each product).
 PrecisionRequest aten_override_request();
 
-// The build's half: the kernels registered (on) or dropped (off). cuda/aten_override.cpp;
+// The build's half: the kernels registered (on) or dropped (off). runtime/aten_kernels.cpp;
 // nothing in a CPU-only build, whose products are all torch's.
 void register_aten_kernels(bool on);
 

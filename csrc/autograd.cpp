@@ -16,7 +16,7 @@
 
 #include "op_handles.h"
 #include "precision.h"
-#include "problem.h"
+#include "rules.h"
 
 namespace vecgemm {
 namespace {

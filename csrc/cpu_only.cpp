@@ -1,11 +1,12 @@
-// Built instead of csrc/cuda/ when torch or the toolkit has no CUDA: no kernels, so every
-// CUDA-side rule answers "fall back", and tuning has nothing to tune.
+// Built instead of csrc/planner/, runtime/ and kernels/ when torch or the toolkit has no
+// CUDA: no kernels, so every CUDA-side rule answers "fall back", and tuning has nothing to
+// tune.
 #include <c10/util/Exception.h>
 
 #include "aten_override.h"
-#include "planning.h"
-#include "problem.h"
-#include "tuning.h"
+#include "plan_summary.h"
+#include "rules.h"
+#include "tuning_controls.h"
 
 namespace vecgemm {
 

@@ -1,14 +1,14 @@
 // The vecgemm operator library: schemas (the single source of truth for names, defaults
 // and mutation) and the ATen implementation used on every device without a CUDA kernel.
-// Autograd's side is autograd.cpp; the CUDA kernels register in cuda/dispatch.cpp.
+// Autograd's side is autograd.cpp; the CUDA kernels register in runtime/dispatch.cpp.
 #include <ATen/ATen.h>
 #include <torch/extension.h>
 #include <torch/library.h>
 
 #include "op_handles.h"
 #include "precision.h"
-#include "problem.h"
 #include "reference.h"
+#include "rules.h"
 
 namespace vecgemm {
 

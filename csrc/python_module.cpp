@@ -1,13 +1,13 @@
-// torch_vecgemm._C: loading it registers the ops (ops.cpp, cuda/dispatch.cpp); these
+// torch_vecgemm._C: loading it registers the ops (ops.cpp, runtime/dispatch.cpp); these
 // bindings expose the eligibility rules and the tuning controls to the Python package.
 #include <torch/extension.h>
 
 #include "aten_override.h"
 #include "op_handles.h"
-#include "planning.h"
+#include "plan_summary.h"
 #include "precision.h"
-#include "problem.h"
-#include "tuning.h"
+#include "rules.h"
+#include "tuning_controls.h"
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // The lenient op and linear through typed dispatcher handles: what torch.ops.vecgemm.gemm /

@@ -230,7 +230,7 @@ def takes(A, B, C=None, variant="auto"):
 
 # ---- what the planner knows of the device ------------------------------------------------------
 
-# GPUs the library has measured figures for (csrc/cuda/device_profile.cpp): there the cost
+# GPUs the library has measured figures for (csrc/planner/device_profile.cpp): there the cost
 # model prefers some storage orders (column-major A with row-major B on the H200) and
 # copies operands into them; every other GPU gets the neutral profile, in which every order
 # counts the same and no copy is made for the order alone.

@@ -1,7 +1,7 @@
 """Autotune mode and its cache.
 
 By default the kernel config and split-K factor are chosen per shape by a cost model over
-the configs in csrc/cuda/kernel_configs.h. In autotune mode the model's best few candidates
+the configs in csrc/kernels/simt/kernel_configs.h. In autotune mode the model's best few candidates
 are timed once for each new problem (shape, storage orders, alignment) and the fastest is
 remembered for the process; ``save_tuning_cache`` / ``load_tuning_cache`` keep it on disk.
 ``VECGEMM_AUTOTUNE=1`` turns the mode on at import, and ``VECGEMM_TUNING_CACHE=path``

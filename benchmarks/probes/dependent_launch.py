@@ -1,4 +1,4 @@
-"""What does programmatic dependent launch gain (csrc/cuda/dependent_launch.cuh)?
+"""What does programmatic dependent launch gain (csrc/kernels/dependent_launch.cuh)?
 
 The auto variant with its second passes (split-K reduction, stream-K fix-up) allowed to
 overlap the end of the kernel before them, and without, rounds alternated in one process,

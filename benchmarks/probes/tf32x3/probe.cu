@@ -1,4 +1,4 @@
-// Standalone probe of the 3xTF32 kernel (csrc/cuda/sgemm_3xtf32.cu): is it correct on every
+// Standalone probe of the 3xTF32 kernel (csrc/kernels/tf32x3/sgemm_3xtf32.cu): is it correct on every
 // shape, storage order, alignment, batch and epilogue, as accurate as cuBLAS's fp32 SGEMM,
 // right about NaN, Inf and subnormals, and how fast is it against cuBLAS fp32? Build and run:
 // see README.md here. Exits nonzero on any correctness failure. Needs no torch.
@@ -25,7 +25,7 @@
 #include <thread>
 #include <vector>
 
-#include "sgemm_3xtf32.h"
+#include "kernels/tf32x3/sgemm_3xtf32.h"
 
 using vecgemm::GemmParams;
 using vecgemm::Layout;

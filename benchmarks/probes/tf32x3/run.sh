@@ -9,14 +9,14 @@ cd "$ROOT"
 # sm_90a: the wgmma kernel exists only in the arch-specific target (the mma.sync one runs on it
 # too). TF32X3_NVCC_FLAGS: extra flags, e.g. cuBLAS from the pip wheel where the toolkit has
 # none: "-I$N/include -L$N/lib -l:libcublas.so.13" with N the wheel's nvidia/cu13 directory.
-if [ ! -x "$OUT" ] || [ -n "$(find csrc/cuda/sgemm_3xtf32*.* csrc/gemm_params.h csrc/cuda/async_tile.cuh \
-      csrc/cuda/block_tile.cuh csrc/cuda/epilogue.cuh csrc/cuda/dependent_launch.cuh csrc/cuda/host_error.h \
+if [ ! -x "$OUT" ] || [ -n "$(find csrc/kernels/tf32x3/sgemm_3xtf32*.* csrc/kernels/gemm_params.h csrc/kernels/simt/async_tile.cuh \
+      csrc/kernels/simt/block_tile.cuh csrc/kernels/epilogue.cuh csrc/kernels/dependent_launch.cuh csrc/kernels/host_error.h \
       benchmarks/probes/tf32x3/probe.cu -newer "$OUT" 2>/dev/null)" ]; then
   echo "building $OUT"
   LINK_CUBLAS=-lcublas
   case "${TF32X3_NVCC_FLAGS:-}" in *cublas*) LINK_CUBLAS= ;; esac  # the flags name their own
   # shellcheck disable=SC2086
-  "$NVCC" -O3 -std=c++17 -arch=sm_90a -split-compile=0 -DVECGEMM_STANDALONE -Icsrc/cuda ${TF32X3_NVCC_FLAGS:-} \
-    benchmarks/probes/tf32x3/probe.cu csrc/cuda/sgemm_3xtf32.cu csrc/cuda/sgemm_3xtf32_wgmma.cu $LINK_CUBLAS -o "$OUT"
+  "$NVCC" -O3 -std=c++17 -arch=sm_90a -split-compile=0 -DVECGEMM_STANDALONE -Icsrc ${TF32X3_NVCC_FLAGS:-} \
+    benchmarks/probes/tf32x3/probe.cu csrc/kernels/tf32x3/sgemm_3xtf32.cu csrc/kernels/tf32x3/sgemm_3xtf32_wgmma.cu $LINK_CUBLAS -o "$OUT"
 fi
 "$OUT" "$@"

@@ -5,7 +5,7 @@ LDGSTS and BAR per K tile, and that no STL/LDL (spills) sit inside it. The first
 each function is the interior (unchecked Fast) loop; spans of several thousand instructions
 that cover the others are jumps back across the rare passes, not loops.
 
-    nvcc ... -c csrc/cuda/sgemm_3xtf32.cu -o /tmp/k.o && cuobjdump -sass /tmp/k.o > /tmp/k.sass
+    nvcc ... -c csrc/kernels/tf32x3/sgemm_3xtf32.cu -o /tmp/k.o && cuobjdump -sass /tmp/k.o > /tmp/k.sass
     python3 benchmarks/probes/tf32x3/sass_loops.py /tmp/k.sass
 """
 import collections

@@ -1,0 +1,31 @@
+#include <c10/cuda/CUDAException.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/launchers.h"
+#include "kernels/simt/sgemm_vectorized.cuh"
+
+namespace vecgemm {
+
+void launch_vectorized(const GemmParams& p, cudaStream_t stream) {
+  // The seed's configuration and launch, but for the batch in grid.z; grid.y and grid.z
+  // take at most 65535 blocks, so taller matrices and longer batches go in chunks.
+  constexpr int BM = VectorizedTile::BM, BN = VectorizedTile::BN, BK = VectorizedTile::BK;
+  constexpr int TM = VectorizedTile::TM, TN = VectorizedTile::TN;
+  constexpr int kMaxGridYZ = 65535;
+  const dim3 block((BM * BN) / (TM * TN));
+  for (int b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
+    const int batch = std::min(kMaxGridYZ, p.batch - b0);
+    for (int64_t m0 = 0; m0 < p.m; m0 += int64_t(kMaxGridYZ) * BM) {
+      const int rows = int(std::min<int64_t>(int64_t(kMaxGridYZ) * BM, p.m - m0));
+      const dim3 grid(p.n / BN, rows / BM, batch);
+      sgemm_vectorized<BM, BN, BK, TM, TN><<<grid, block, 0, stream>>>(
+          rows, p.n, p.k, p.alpha, p.a.ptr + b0 * p.a.batch_stride + m0 * p.k, p.b.ptr + b0 * p.b.batch_stride,
+          p.beta, p.d + b0 * p.d_batch_stride + m0 * p.n, p.a.batch_stride, p.b.batch_stride, p.d_batch_stride);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    }
+  }
+}
+
+}  // namespace vecgemm

@@ -1,0 +1,59 @@
+// Instances and launcher of the narrow-side 3xTF32 kernel (sgemm_3xtf32_skinny.cuh). Builds
+// in the extension and standalone (no torch headers).
+#include <algorithm>
+#include <string>
+
+#include "kernels/batch_launch.h"
+#include "kernels/host_error.h"
+#include "kernels/tf32x3/sgemm_3xtf32.h"
+#include "kernels/tf32x3/sgemm_3xtf32_skinny.cuh"
+
+namespace vecgemm {
+namespace {
+
+using tf32x3_skinny::SkinnyShape;
+
+[[noreturn]] void fail(const std::string& what) { fail_in("sgemm_3xtf32_skinny", what); }
+
+template <int kQTiles, bool kFewRows>
+const void* instance() {
+  return (const void*)&tf32x3_skinny::sgemm_3xtf32_skinny<SkinnyShape<kQTiles, kFewRows>>;
+}
+
+// The fewest MMA tiles of 8 that cover the narrow side (more than 32: several blocks along it).
+template <bool kFewRows>
+const void* entry_for(int narrow) {
+  return narrow <= 8 ? instance<1, kFewRows>() : narrow <= 16 ? instance<2, kFewRows>() : instance<4, kFewRows>();
+}
+
+int q_rows_for(int narrow) { return narrow <= 8 ? 8 : narrow <= 16 ? 16 : 32; }
+
+}  // namespace
+
+Tf32x3ConfigInfo tf32x3_skinny_config_info(int config) {
+  using S = SkinnyShape<4, true>;
+  if (config != kSkinnyFewRows && config != kSkinnyFewColumns) fail("no config " + std::to_string(config));
+  // The block tile at its widest narrow side: 32 x 32 (rows of D by columns).
+  return {config == kSkinnyFewRows ? S::kQRows : S::kPRows, config == kSkinnyFewRows ? S::kPRows : S::kQRows,
+          S::kThreads, 0};
+}
+
+const void* tf32x3_skinny_kernel_entry(int config, Layout, Layout, bool) {
+  if (config == kSkinnyFewRows) return entry_for<true>(1);
+  if (config == kSkinnyFewColumns) return entry_for<false>(1);
+  fail("no config " + std::to_string(config));
+}
+
+void launch_sgemm_3xtf32_skinny(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
+  if (config != kSkinnyFewRows && config != kSkinnyFewColumns) fail("no config " + std::to_string(config));
+  if (la != Layout::RowMajor || lb != Layout::ColMajor || !vec4)
+    fail("takes row-major A and column-major B, both 16-byte aligned (the planner checks this first)");
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+  const bool few_rows = config == kSkinnyFewRows;
+  const int narrow = few_rows ? p.m : p.n, wide = few_rows ? p.n : p.m;
+  const int64_t blocks = (int64_t(wide) + 31) / 32 * ((narrow + q_rows_for(narrow) - 1) / q_rows_for(narrow));
+  launch_over_batch(few_rows ? entry_for<true>(narrow) : entry_for<false>(narrow), p, blocks,
+                    SkinnyShape<1, true>::kThreads, 0, stream, "sgemm_3xtf32_skinny");
+}
+
+}  // namespace vecgemm

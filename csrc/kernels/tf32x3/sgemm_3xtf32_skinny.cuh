@@ -1,0 +1,281 @@
+// 3xTF32 for products with a narrow side: a few rows of A (decode, x @ W.T with up to 32
+// tokens) or a few columns of B. The output is then a few rows (or columns) of length N
+// (or M), and the work is reading the wide operand once: 4096 x 4096 floats is 64 MB, 16 us
+// at the H200's 4.2 TB/s. The tiled kernels compute 64- or 128-row tiles that are mostly
+// padding there, at the tensor core's pace rather than memory's (50 us at 1x4096x4096).
+//
+// What it computes. Both operands K-contiguous (row-major A, column-major B: nn.Linear's
+// x @ W.T) and 16-byte aligned. The wide operand P (B's columns for few rows, A's rows for
+// few columns) is the MMA's A side, 16 rows an MMA tile; the narrow one Q the MMA's B side,
+// 8 rows an MMA tile. A block takes 32 rows of P by kQTiles x 8 rows of Q over its K range;
+// its 4 warps take the K chunks of 32 in turn (warp w: chunks w, w + 4, ...), each into its
+// own accumulators, and the block adds the four in shared memory at the end (always in the
+// same order: results do not depend on timing).
+//
+// How. The K order inside an MMA is free (any permutation applied to both operands gives the
+// same product), so lane (g, t) of a warp takes K 4t..4t+3 and 16+4t..16+4t+3 of a chunk,
+// two 16-byte loads a row, straight from global memory into the registers the MMA reads:
+// K step j (0-3) uses the pair (2j, 2j + 1) of those eight as the MMA's K t and t + 4, for
+// P's rows g and g + 8 and Q's row g alike. Per load instruction the lanes of a row read 64
+// contiguous bytes, so every sector fetched is used. No shared memory in the K loop, no
+// barrier: the next chunk's loads are issued before the current chunk's MMAs, and enough
+// warps stream (4 blocks of 4 warps an SM for up to 16 rows of Q) to keep memory busy.
+//
+// Accuracy and special values as the tiled 3xTF32 kernel (sgemm_3xtf32.cuh, whose split,
+// MMA and passes this reuses): the split rounds both parts; the MMAs of one chunk accumulate
+// into a short accumulator started from zero and added into the sum with FADD; a warp whose
+// sums hold a NaN (an Inf or NaN input) recomputes its chunks in the two guarded passes, and
+// one whose sums hold a nonzero result below 2^-90 recomputes them with P's rows scaled
+// (rows of A for few columns, columns of B for few rows). Each warp decides for its own
+// chunks, which is what a K split does for its slice: the partial sums meet in fp32 adds,
+// where +-Inf and NaN combine as in the fp32 product.
+#pragma once
+#include <cstdint>
+
+#include "kernels/dependent_launch.cuh"  // allow_dependents
+#include "kernels/epilogue.cuh"          // store_result4
+#include "kernels/gemm_params.h"
+#include "kernels/tf32x3/sgemm_3xtf32.cuh"      // the split, the MMA, the passes and their checks
+#include "kernels/tf32x3/sgemm_3xtf32.h"          // kSkinnyBlockK
+
+namespace vecgemm {
+namespace tf32x3_skinny {
+
+using tf32x3::Pass;
+
+// kQTiles: MMA tiles of 8 narrow rows (Q) a block; kFewRows: Q is A (few rows of the
+// output), else B's columns (few columns).
+template <int kQTiles_, bool kFewRows_>
+struct SkinnyShape {
+  static constexpr int kQTiles = kQTiles_;
+  static constexpr bool kFewRows = kFewRows_;
+  // The names tf32x3's helpers (any_nan, rescale_rows, ...) read the accumulators by.
+  static constexpr int kMTiles = 2, kNTiles = kQTiles;
+  static constexpr int kPRows = 16 * kMTiles, kQRows = 8 * kQTiles;
+  static constexpr int kWarps = 4, kThreads = 32 * kWarps;
+  static constexpr int kChunk = 32;              // K a warp takes at a time
+  static constexpr int kBK = kChunk * kWarps;    // K the block takes at a time
+  static_assert(kBK == kSkinnyBlockK, "the planner splits K in slices of kSkinnyBlockK");
+  // Registers: 8 rows of Q fit 128 a thread (4 blocks an SM), 16 fit 168 (3), 32 take 255 (2).
+  static constexpr int kMinBlocks = kQTiles == 1 ? 4 : kQTiles == 2 ? 3 : 2;
+  static_assert(kQTiles == 1 || kQTiles == 2 || kQTiles == 4, "8, 16 or 32 rows of Q");
+};
+
+// One chunk's operands as loaded: P's rows g and g + 8 of each MMA tile, Q's row g of each,
+// K 4t..4t+3 ([0]) and 16+4t..16+4t+3 ([1]).
+template <class S>
+struct Chunk {
+  float4 p[S::kMTiles][2][2];
+  float4 q[S::kQTiles][2];
+};
+
+// A lane's rows: the first element of each row of the K range (null: outside the operand,
+// read as zeros).
+template <class S>
+struct Rows {
+  const float* p[S::kMTiles][2];
+  const float* q[S::kQTiles];
+};
+
+__device__ __forceinline__ float element(const float4& v, int e) {
+  return e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+}
+
+// The 16-byte unit at row + k, the K range ending at k_len: whole, partly (element by
+// element) or not at all inside it. A missing row reads as zeros.
+template <bool kWhole>
+__device__ __forceinline__ float4 load4(const float* row, int k, int k_len) {
+  if (row == nullptr) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if constexpr (!kWhole) {
+    if (k + 4 > k_len) {
+      float v[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) v[e] = k + e < k_len ? __ldg(row + k + e) : 0.0f;
+      return make_float4(v[0], v[1], v[2], v[3]);
+    }
+  }
+  return __ldg(reinterpret_cast<const float4*>(row + k));
+}
+
+// The lane's part of the chunk starting at k (kWhole: all 32 of its K inside the range).
+template <class S, bool kWhole>
+__device__ __forceinline__ void load_chunk(const Rows<S>& rows, int k, int k_len, int t, Chunk<S>& c) {
+  const int k0 = k + 4 * t, k1 = k + 16 + 4 * t;
+#pragma unroll
+  for (int i = 0; i < S::kMTiles; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      c.p[i][h][0] = load4<kWhole>(rows.p[i][h], k0, k_len);
+      c.p[i][h][1] = load4<kWhole>(rows.p[i][h], k1, k_len);
+    }
+#pragma unroll
+  for (int j = 0; j < S::kQTiles; ++j) {
+    c.q[j][0] = load4<kWhole>(rows.q[j], k0, k_len);
+    c.q[j][1] = load4<kWhole>(rows.q[j], k1, k_len);
+  }
+}
+
+template <class S>
+__device__ __forceinline__ void load_chunk(const Rows<S>& rows, int k, int k_len, int t, Chunk<S>& c) {
+  if (k + S::kChunk <= k_len) load_chunk<S, true>(rows, k, k_len, t, c);
+  else load_chunk<S, false>(rows, k, k_len, t, c);
+}
+
+// One chunk's product, pass P, into `sum`: four K steps into a short accumulator that starts
+// from zero (the chunk's first MMA into each tile takes C = 0), added into the sum at the end
+// (the Big pass: each step's products added on their own, tf32x3::big_step). The terms in
+// sgemm_3xtf32.cuh's order: the two small ones, then big * big. row_scale:
+// Scaled only, the power of two of each of the lane's P rows (row 2 i + h: tile i, g + 8 h).
+template <class S, Pass P>
+__device__ __forceinline__ void chunk_product(const Chunk<S>& c, const float (&row_scale)[8],
+                                              float (&sum)[S::kMTiles][S::kNTiles][4]) {
+  float acc[S::kMTiles][S::kNTiles][4];
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const int v = s >> 1, e = 2 * (s & 1);  // the 16-byte unit and the pair in it
+    float q_hi[S::kQTiles][2], q_lo[S::kQTiles][2];
+#pragma unroll
+    for (int j = 0; j < S::kQTiles; ++j) {
+      tf32x3::split<P>(element(c.q[j][v], e), q_hi[j][0], q_lo[j][0]);
+      tf32x3::split<P>(element(c.q[j][v], e + 1), q_hi[j][1], q_lo[j][1]);
+    }
+#pragma unroll
+    for (int i = 0; i < S::kMTiles; ++i) {
+      // MMA A fragment: (g, K t), (g + 8, K t), (g, K t + 4), (g + 8, K t + 4).
+      float x[4] = {element(c.p[i][0][v], e), element(c.p[i][1][v], e), element(c.p[i][0][v], e + 1),
+                    element(c.p[i][1][v], e + 1)};
+      if constexpr (P == Pass::Scaled) {
+        x[0] *= row_scale[2 * i], x[2] *= row_scale[2 * i];
+        x[1] *= row_scale[2 * i + 1], x[3] *= row_scale[2 * i + 1];
+      }
+      float p_hi[4], p_lo[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) tf32x3::split<P>(x[r], p_hi[r], p_lo[r]);
+#pragma unroll
+      for (int j = 0; j < S::kQTiles; ++j) {
+        if constexpr (P != Pass::Big) {
+          if (s == 0) tf32x3::mma_tf32<true>(acc[i][j], p_lo, q_hi[j]);
+          else tf32x3::mma_tf32<false>(acc[i][j], p_lo, q_hi[j]);
+          tf32x3::mma_tf32<false>(acc[i][j], p_hi, q_lo[j]);
+        }
+        if constexpr (P == Pass::Fast || P == Pass::Scaled) tf32x3::mma_tf32<false>(acc[i][j], p_hi, q_hi[j]);
+        else if constexpr (P == Pass::Big) tf32x3::big_step(p_hi, q_hi[j], sum[i][j]);
+      }
+    }
+  }
+  if constexpr (P != Pass::Big) {
+#pragma unroll
+    for (int i = 0; i < S::kMTiles; ++i)
+#pragma unroll
+      for (int j = 0; j < S::kNTiles; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) sum[i][j][r] += acc[i][j][r];
+  }
+}
+
+// The warp's chunks (warp, warp + kWarps, ...) of the K range, pass P, into `sum`; the next
+// chunk's loads are in flight during each chunk's MMAs.
+template <class S, Pass P>
+__device__ __forceinline__ void warp_product(const Rows<S>& rows, int k_len, int warp, int t,
+                                             const float (&row_scale)[8], float (&sum)[S::kMTiles][S::kNTiles][4]) {
+  const int chunks = (k_len + S::kChunk - 1) / S::kChunk;
+  int chunk = warp;
+  if (chunk >= chunks) return;
+  Chunk<S> current;
+  load_chunk<S>(rows, chunk * S::kChunk, k_len, t, current);
+  for (; chunk < chunks; chunk += S::kWarps) {
+    Chunk<S> next;
+    if (chunk + S::kWarps < chunks) load_chunk<S>(rows, (chunk + S::kWarps) * S::kChunk, k_len, t, next);
+    chunk_product<S, P>(current, row_scale, sum);
+    current = next;
+  }
+}
+
+// The warp's sums over its chunks, with sgemm_3xtf32.cuh's recomputations for NaN and tiny
+// results (the votes are the warp's: its chunks are its own).
+template <class S>
+__device__ __forceinline__ void warp_sums(const Rows<S>& rows, int k_len, int warp, int t,
+                                          float (&sum)[S::kMTiles][S::kNTiles][4]) {
+  float scale[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) scale[j] = 1.0f;
+  tf32x3::zero<S>(sum);
+  warp_product<S, Pass::Fast>(rows, k_len, warp, t, scale, sum);
+  tf32x3::recompute_where_needed<S>(
+      sum, scale, [&](auto pass) { warp_product<S, decltype(pass)::value>(rows, k_len, warp, t, scale, sum); },
+      [](bool b) { return __any_sync(0xffffffffu, b) != 0; }, [] {});
+}
+
+// grid.x: P tiles x Q tiles, Q's fastest (the blocks sharing a tile of P run together, so
+// a second Q tile reads it from L2); grid.z: batch * k_splits. D = alpha * A @ B + beta * C,
+// or split-K partials when p.k_splits > 1.
+template <class S>
+__global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32_skinny(const GemmParams p) {
+  allow_dependents();  // a split-K reduction after it may launch now
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  __shared__ float partial[S::kWarps][S::kPRows][S::kQRows + 1];
+  const int p_extent = S::kFewRows ? p.n : p.m, q_extent = S::kFewRows ? p.m : p.n;
+  const int q_tiles = (q_extent + S::kQRows - 1) / S::kQRows;
+  const int p0 = int(blockIdx.x / q_tiles) * S::kPRows, q0 = int(blockIdx.x % q_tiles) * S::kQRows;
+  const int batch = blockIdx.z / p.k_splits, split_id = blockIdx.z % p.k_splits;
+  const int k_begin = split_id * p.k_slice;
+  const int k_len = max(0, min(p.k - k_begin, p.k_slice));
+  const Operand& wide = S::kFewRows ? p.b : p.a;
+  const Operand& narrow = S::kFewRows ? p.a : p.b;
+  const float* p_base = wide.ptr + batch * wide.batch_stride + k_begin;
+  const float* q_base = narrow.ptr + batch * narrow.batch_stride + k_begin;
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  Rows<S> rows;
+#pragma unroll
+  for (int i = 0; i < S::kMTiles; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = p0 + 16 * i + 8 * h + g;
+      rows.p[i][h] = r < p_extent ? p_base + int64_t(r) * wide.ld : nullptr;
+    }
+#pragma unroll
+  for (int j = 0; j < S::kQTiles; ++j) {
+    const int r = q0 + 8 * j + g;
+    rows.q[j] = r < q_extent ? q_base + int64_t(r) * narrow.ld : nullptr;
+  }
+
+  float sum[S::kMTiles][S::kNTiles][4];
+  warp_sums<S>(rows, k_len, warp, t, sum);
+
+  // C fragment: (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1) of each MMA tile.
+#pragma unroll
+  for (int i = 0; i < S::kMTiles; ++i)
+#pragma unroll
+    for (int j = 0; j < S::kQTiles; ++j)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) partial[warp][16 * i + g + 8 * (r / 2)][8 * j + 2 * t + r % 2] = sum[i][j][r];
+  __syncthreads();
+
+  // Four consecutive output elements a thread at a time, along D's rows: P's rows for few
+  // rows (D[q][p]), Q's for few columns (D[p][q]).
+  constexpr int kRun = S::kFewRows ? S::kPRows : S::kQRows;
+  constexpr int kGroups = S::kPRows * S::kQRows / 4;
+  for (int item = threadIdx.x; item < kGroups; item += S::kThreads) {
+    const int line = item / (kRun / 4), first = item % (kRun / 4) * 4;
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int pr = S::kFewRows ? first + e : line, qr = S::kFewRows ? line : first + e;
+      float total = partial[0][pr][qr];
+#pragma unroll
+      for (int w = 1; w < S::kWarps; ++w) total += partial[w][pr][qr];
+      v[e] = total;
+    }
+    const int row = S::kFewRows ? q0 + line : p0 + line;
+    const int col = S::kFewRows ? p0 + first : q0 + first;
+    store_result4(p, split_id, batch, row, col, v);
+  }
+#else
+  __trap();  // no TF32 MMA before sm_80; never launched there
+#endif
+}
+
+}  // namespace tf32x3_skinny
+}  // namespace vecgemm

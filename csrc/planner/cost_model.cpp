@@ -1,0 +1,242 @@
+#include "planner/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <unordered_map>
+
+#include "kernels/launchers.h"
+#include "kernels/simt/kernel_configs.h"
+#include "planner/device_profile.h"
+
+namespace vecgemm {
+namespace {
+
+// Split-K factors tried, and the least K a slice may have (shorter slices are all prologue).
+constexpr int kSplitCandidates[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, kMaxSplits};
+constexpr int kMinSlice = 64;
+
+const Tiling& tiling_of(int config) { return kKernelConfigs[config].tiling; }
+
+TiledKernel kernel_for(const ProblemKey& key, int config) { return tiled_kernel(config, key.la, key.lb, key.vec4); }
+
+// Whether every block of the (last) K slice runs the register-staged kernels' bounds-checked
+// main loop because the slice ends inside a K tile (the cp.async ones check only the tile
+// holding the remainder: sgemm_async.cuh).
+bool ragged_k_checked(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+  const int64_t last_slice = key.k - (real_splits - 1) * int64_t(slice);
+  return last_slice % tiling_of(config).bk != 0 &&
+         kKernelConfigs[config].mainloop.family == MainloopFamily::RegisterStaged;
+}
+
+// The blocks on the last row or column of tiles where that is partial (edge tiles), which
+// the register-staged kernels run on their bounds-checked main loop; none where every block
+// runs it already (ragged_k_checked), or for the cp.async kernels, whose edge loops cost
+// what their interior loops do (docs/performance.md, step 39).
+int64_t checked_edge_blocks(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+  if (kKernelConfigs[config].mainloop.family != MainloopFamily::RegisterStaged) return 0;
+  if (real_splits == 1 && ragged_k_checked(key, config, real_splits, slice)) return 0;
+  const Tiling& t = tiling_of(config);
+  const int64_t tiles_m = ceil_div(key.m, t.bm), tiles_n = ceil_div(key.n, t.bn);
+  const int64_t inner = (tiles_m - (key.m % t.bm != 0)) * (tiles_n - (key.n % t.bn != 0));
+  return (tiles_m * tiles_n - inner) * key.batch * real_splits;
+}
+
+// The busiest SM's share of the tiles (edge tiles computed whole) in waves of as many blocks
+// as fit on it, in one-block times: full waves, then a partial one of r blocks. A partial
+// wave of r blocks of occ keeps the SM at 0.55 + 0.45 r / occ of its full-wave throughput
+// where the r blocks keep two warps or more on each of its four schedulers; with one warp a
+// scheduler nothing hides its latencies (the profile's one_warp_throughput). Each edge block
+// on the checked loop the SM holds costs it checked_loop block times: the SMs holding one
+// set a single wave's end (docs/performance.md, step 40: ~1.25x the others at 739x5424x926).
+double block_times(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+  const Tiling& t = tiling_of(config);
+  const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
+  const TiledKernel kernel = kernel_for(key, config);
+  const DeviceProfile& profile = profile_of(key.device);
+  const int occ = blocks_per_sm(kernel, key.device);
+  const int64_t per_sm = ceil_div(blocks, sm_count(key.device));
+  const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
+  const double throughput = rest * kernel.threads >= 8 * 32 ? 0.55 + 0.45 * double(rest) / occ
+                                                            : profile.one_warp_throughput;
+  const int64_t edge_per_sm =
+      std::min(per_sm, ceil_div(checked_edge_blocks(key, config, real_splits, slice), sm_count(key.device)));
+  return double(full_waves * occ) + (rest > 0 ? rest / throughput : 0.0) +
+         double(edge_per_sm) * (profile.checked_loop - 1.0);
+}
+
+// block_times under the stream-K schedule: the whole waves, then the tail's work spread over
+// every slot at the profile's stream_k_cost, its fixed cost (two launches more), and the
+// fix-up's traffic: every block boundary splits a tile, so about tail + slots pieces, each a
+// partial tile written and read back, and the tail's tiles of D written.
+double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk) {
+  const Tiling& t = tiling_of(config);
+  const DeviceProfile& profile = profile_of(key.device);
+  const double occ = double(sk.blocks) / sm_count(key.device);
+  const double fixup_ns = 4.0 * t.bm * t.bn * double(2 * (sk.tiles + sk.blocks) + sk.tiles) / profile.bytes_per_ns;
+  const double block_ns = double(t.bm) * t.bn * key.k / profile.macs_per_ns_per_sm;
+  const double fixed_ns = 4 * profile.launch_ns;
+  return double(sk.first_tile) / sk.blocks * occ + double(sk.tiles) / sk.blocks * occ * profile.stream_k_cost +
+         (fixup_ns + fixed_ns) / block_ns;
+}
+
+// K tiles whose loads are in flight while one is multiplied.
+int tiles_in_flight(int config) {
+  const MainloopConfig& m = kKernelConfigs[config].mainloop;
+  return m.family == MainloopFamily::CpAsync ? m.stages - 1 : 1;
+}
+
+// The latency floor of the waves: each block's K steps run one after another, each waiting
+// for its tile's loads unless the pipeline keeps the next ones in flight (stages - 1 tiles
+// for cp.async, one for register staging), and an SM runs its blocks in rounds of occ.
+// Small and deep-K problems, with few blocks a SM, are bound by this, not by throughput.
+double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+  const Tiling& t = tiling_of(config);
+  const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
+  const TiledKernel kernel = kernel_for(key, config);
+  const int64_t rounds = ceil_div(ceil_div(blocks, sm_count(key.device)), blocks_per_sm(kernel, key.device));
+  return double(rounds) * double(ceil_div(slice, t.bk)) * profile_of(key.device).k_step_latency_ns /
+         tiles_in_flight(config);
+}
+
+// Estimated nanoseconds: the waves of blocks (block_times, or stream_k_block_times under a
+// stream-K schedule), never faster than moving every operand once; split-K adds the
+// workspace round trip (partials written by the GEMM, read back by the reduction) and a
+// second launch, dependent on the first (priced as such also where a user turned that off).
+// The 4-byte-load instances take their 16-byte ones' figures here: the small problems'
+// figures were fitted on the random sweep with them among the problems (step 34), and
+// charging them again sent those to deeper splits that measured slower (step 44).
+double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk = nullptr) {
+  const Tiling& t = tiling_of(config);
+  const DeviceProfile& profile = profile_of(key.device);
+  const int slice = slice_for(key.k, splits, t.bk);
+  const int64_t real_splits = ceil_div(key.k, slice);
+  const TiledKernel kernel = kernel_for(key, config);
+  const int occ = blocks_per_sm(kernel, key.device);
+  const double waves =
+      sk != nullptr ? stream_k_block_times(key, config, *sk) : block_times(key, config, real_splits, slice);
+  const int order = order_index(key.la, key.lb);
+  double eff = profile.kernel_percent[config][order] / 100.0 * (profile.order_percent[order] / 100.0);
+  // The last slice (the only one, unsplit) may end inside a K tile: its blocks run checked.
+  if (ragged_k_checked(key, config, real_splits, slice)) eff /= 1.0 + (profile.checked_loop - 1.0) / double(real_splits);
+  if (!key.out_vec4 && occ * kernel.threads / 32 < profile.warps_to_hide_scalar_output)
+    eff *= profile.scalar_output_few_warps;
+  const double compute = waves * t.bm * t.bn * slice / (profile.macs_per_ns_per_sm * eff);
+  const double mn = double(key.batch) * key.m * key.n;
+  const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
+  double ns = std::max({compute, operands / profile.bytes_per_ns, latency_ns(key, config, real_splits, slice)}) +
+              profile.launch_ns;
+  if (real_splits > 1) {
+    // The reduction: its traffic, or, for a small output, the round trips of its reads.
+    const double traffic = 4.0 * mn * (2.0 * real_splits + 1.0) / profile.bytes_per_ns;
+    const double round_trips = double(ceil_div(real_splits, kSplitkReduceLoadsInFlight)) * profile.memory_latency_ns;
+    ns += std::max(traffic, round_trips) + profile.dependent_launch_ns;
+  }
+  return ns;
+}
+
+std::mutex g_mutex;
+// model_best_ns per key: ranking every candidate costs tens of microseconds, as much as a
+// small GEMM, so it happens once per problem shape.
+std::unordered_map<std::string, double> g_best_ns;
+
+}  // namespace
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool runs_on(int config, int device) {
+  return kKernelConfigs[config].mainloop.family != MainloopFamily::CpAsync || compute_capability(device) >= 80;
+}
+
+int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
+
+std::string ProblemKey::str() const {
+  return "b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
+         std::to_string(k) + "_" + (la == Layout::RowMajor ? "r" : "c") + (lb == Layout::RowMajor ? "r" : "c") +
+         (vec4 ? "_v4" : "_v1") + (out_vec4 ? "_d4" : "_d1");
+}
+
+std::optional<ProblemKey> ProblemKey::parse(const std::string& text) {
+  int batch = 0, m = 0, n = 0, k = 0, consumed = 0;
+  char la = 0, lb = 0, vec = 0, out = 0;
+  if (std::sscanf(text.c_str(), "b%d_m%d_n%d_k%d_%c%c_v%c_d%c%n", &batch, &m, &n, &k, &la, &lb, &vec, &out,
+                  &consumed) != 8 ||
+      consumed != int(text.size()))
+    return std::nullopt;
+  auto layout = [](char c) -> std::optional<Layout> {
+    if (c == 'r') return Layout::RowMajor;
+    if (c == 'c') return Layout::ColMajor;
+    return std::nullopt;
+  };
+  const auto a = layout(la), b = layout(lb);
+  if (batch < 1 || m < 1 || n < 1 || k < 1 || !a || !b || (vec != '1' && vec != '4') || (out != '1' && out != '4'))
+    return std::nullopt;
+  const ProblemKey key{batch, m, n, k, *a, *b, vec == '4', out == '4', -1};
+  if (key.str() != text) return std::nullopt;  // no leading zeros or other spellings
+  return key;
+}
+
+std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config) {
+  const Tiling& t = tiling_of(config);
+  const TiledKernel kernel = kernel_for(key, config);
+  if (kernel.stream_k == nullptr || key.batch != 1) return std::nullopt;
+  const int64_t tiles = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn);
+  const int64_t slots = int64_t(sm_count(key.device)) * blocks_per_sm(kernel, key.device);
+  const int64_t whole = tiles / slots, tail = tiles % slots;
+  if (whole == 0 || tail == 0) return std::nullopt;
+  return StreamK{int(whole * slots), int(tail), int(ceil_div(key.k, t.bk)), int(slots)};
+}
+
+std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& key, std::optional<int> only_config) {
+  std::vector<std::pair<double, TilingChoice>> out;
+  for (int c = 0; c < kNumKernelConfigs; ++c) {
+    if (only_config && c != *only_config) continue;
+    if (kernel_for(key, c).launch == nullptr || !runs_on(c, key.device)) continue;
+    int last_splits = 0;
+    for (int s : kSplitCandidates) {
+      const int slice = slice_for(key.k, s, tiling_of(c).bk);
+      const int real = int(ceil_div(key.k, slice));
+      if (real == last_splits || (s > 1 && slice < kMinSlice)) continue;
+      last_splits = real;
+      out.push_back({model_ns(key, c, real), TilingChoice{c, real, false}});
+      if (real > 1) continue;
+      if (const auto sk = stream_k_schedule(key, c)) out.push_back({model_ns(key, c, 1, &*sk), TilingChoice{c, 1, true}});
+    }
+  }
+  // Equal estimates mean the same bound decides (moving the operands, usually) and the model
+  // cannot tell the candidates apart; the one with more tiles in flight then loses less to
+  // the load latency and epilogue it does not price (docs/performance.md, step 30: the
+  // cp.async 64 x 64 tiling beat the register-staged one on 34 of the sweep's 40 weakest).
+  std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first < y.first;
+    return tiles_in_flight(x.second.config) > tiles_in_flight(y.second.config);
+  });
+  return out;
+}
+
+double model_best_ns(const ProblemKey& key) {
+  const std::string name = key.str() + "/d" + std::to_string(key.device);
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = g_best_ns.find(name);
+    if (it != g_best_ns.end()) return it->second;
+  }
+  const auto candidates = ranked_choices(key);
+  double ns = INFINITY;
+  if (!candidates.empty()) {
+    const auto& [best_ns, best] = candidates.front();
+    const DeviceProfile& profile = profile_of(key.device);
+    const double loads = key.vec4 ? 100.0 : profile.scalar_load_percent[best.config][order_index(key.la, key.lb)];
+    ns = best_ns * 100.0 / loads;
+  }
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return g_best_ns[name] = ns;
+}
+
+double copy_ns(int64_t elements, int device) {
+  const DeviceProfile& profile = profile_of(device);
+  return 8.0 * double(elements) / profile.bytes_per_ns + profile.launch_ns;
+}
+
+}  // namespace vecgemm

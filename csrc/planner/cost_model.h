@@ -1,0 +1,61 @@
+// The cost model: an estimate, from the device's facts and profile, of what each kernel
+// config and split-K factor would take on a problem, used to rank them. Pure: it reads the
+// tensors' shapes and the device's cached attributes, never memory, and launches nothing.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/gemm_params.h"
+
+namespace vecgemm {
+
+// A problem as the tiled kernels see it (after any operand copies).
+struct ProblemKey {
+  int batch, m, n, k;
+  Layout la, lb;
+  bool vec4;      // every row of A and B starts 16-byte aligned: the 16-byte-load instances
+  bool out_vec4;  // D's rows are 16-byte aligned: the epilogue stores 4 floats at a time
+  int device;
+  // "b1_m4096_n4096_k4096_cr_v4_d4": the tuning cache's key (the device is not part of it).
+  std::string str() const;
+  // The key of str()'s text (device -1), or none for any other text.
+  static std::optional<ProblemKey> parse(const std::string& text);
+};
+
+// A kernel config of kKernelConfigs and how the problem is spread over it.
+struct TilingChoice {
+  int config;
+  int splits;     // K slices; 1 = no split
+  bool stream_k;  // unsplit, with the last partial wave as the stream-K tail
+};
+
+int64_t ceil_div(int64_t a, int64_t b);
+// Whether the device can run the config's kernel: cp.async needs sm_80.
+bool runs_on(int config, int device);
+// The K range of each slice when K is split `splits` ways, in whole K tiles of bk.
+int slice_for(int k, int splits, int bk);
+
+// The stream-K tail's schedule for this config (sgemm_stream_k.cuh), or none: the config
+// has no tail, the problem is batched, or its tiles fill no whole wave or leave no partial one.
+std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config);
+
+// The split-K factors the model considers; a tuned choice must be one of its range.
+inline constexpr int kMaxSplits = 64;
+
+// Every config with a kernel for the key (or only `only_config`) and its split-K factors
+// and stream-K tail, with the model's nanoseconds, fastest first.
+std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& key,
+                                                            std::optional<int> only_config = std::nullopt);
+
+// The model's time for its best choice, remembered per key, with the throughput that
+// choice's 4-byte loads lose where the rows are not 16-byte aligned (the profile's
+// scalar_load_percent, measured where the blocks fill the GPU): what a large problem's
+// copies are weighed against.
+double model_best_ns(const ProblemKey& key);
+// The model's time for one pass copying `elements` floats into new storage.
+double copy_ns(int64_t elements, int device);
+
+}  // namespace vecgemm

@@ -1,0 +1,60 @@
+// What the cost model knows of the GPU it plans for, in two parts: the facts read off the
+// device (SMs, how many blocks of each kernel stay resident), and the figures measured on
+// one kind of GPU (its profile: rates and each kernel's efficiency). A GPU without a
+// measured profile gets the neutral one, in which every kernel and storage order counts
+// the same and the waves decide; autotuning measures such a GPU instead (README).
+#pragma once
+#include "kernels/launchers.h"
+#include "kernels/simt/kernel_configs.h"
+#include "planner/tf32x3_rows.h"
+
+namespace vecgemm {
+
+struct DeviceProfile {
+  const char* name;
+  // Rates; for the ranking only their ratios matter.
+  double macs_per_ns_per_sm;  // multiply-adds a full wave sustains
+  double bytes_per_ns;        // device memory, sustained
+  double launch_ns;           // one kernel launch and its tail
+  double dependent_launch_ns; // the same for a second pass launched while the kernel before drains
+  double memory_latency_ns;   // a load's round trip to device memory, under light load
+  // One K step of a block whose loads nothing hides: the load's round trip, the shared
+  // stores, the barrier and the step's FFMAs.
+  double k_step_latency_ns;
+  // The bounds-checked main loop's time against the unchecked one's.
+  double checked_loop;
+  // An output whose rows are not 16-byte aligned is stored element by element; kernels that
+  // keep fewer than warps_to_hide_scalar_output warps on an SM run at this throughput then.
+  double scalar_output_few_warps;
+  int warps_to_hide_scalar_output;
+  // The stream-K tail's blocks cost this much a unit of work against a whole wave's.
+  double stream_k_cost;
+  // The throughput of an SM running a partial wave whose blocks leave one warp a scheduler.
+  double one_warp_throughput;
+  // Each storage order's best kernel against the fastest order's, in percent (rr, rc, cr, cc).
+  int order_percent[kNumOrders];
+  // Each kernel's throughput against the best kernel for the same storage orders when the
+  // grid fills the GPU, in percent (rr, rc, cr, cc), by kKernelConfigs row.
+  int kernel_percent[kNumKernelConfigs][kNumOrders];
+  // Each kernel's 4-byte-load instance (operand rows not 16-byte aligned) against its
+  // 16-byte one on the same problem, in percent (rr, rc, cr, cc), by kKernelConfigs row.
+  int scalar_load_percent[kNumKernelConfigs][kNumOrders];
+  // 3xTF32, by kTf32x3Rows row: one K tile of one block, in ns, with every SM running as
+  // many of its blocks as fit (the rate of a full wave, split pass aside), a block's fixed
+  // cost (pipeline fill, votes, epilogue) in its K tiles, and a K tile's extra ns where the
+  // kernel splits one operand itself (the wgmma form).
+  double tf32x3_k_tile_ns[kNumTf32x3Rows];
+  double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
+  double tf32x3_kernel_split_ns[kNumTf32x3Rows];
+};
+
+// The profile of the given CUDA device: measured where there is one for its kind, else the
+// neutral one.
+const DeviceProfile& profile_of(int device);
+
+// Facts of the given CUDA device, queried once and remembered (thread-safe).
+int sm_count(int device);
+int compute_capability(int device);  // 10 * major + minor: 90 for sm_90
+int blocks_per_sm(const TiledKernel& kernel, int device);
+
+}  // namespace vecgemm

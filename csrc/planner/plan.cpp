@@ -1,0 +1,430 @@
+#include "planner/plan.h"
+
+#include <ATen/Context.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "kernels/launchers.h"
+#include "kernels/simt/kernel_configs.h"
+#include "planner/device_profile.h"
+#include "planner/tf32x3_rows.h"
+#include "planner/tuning_cache.h"
+#include "tuning_controls.h"
+
+namespace vecgemm {
+namespace {
+
+constexpr const char* kAuto = "auto";
+constexpr const char* kVectorized = "vectorized";
+constexpr const char* kGemv = "gemv";
+
+// Two kinds of operands cost the kernels part of their speed: one whose rows do not start
+// 16 bytes aligned takes a config's 4-byte-load instance (up to 1.4x slower, and only five
+// configs have one), and a K that is not a multiple of the K tile sends every block of the
+// register-staged kernels to the bounds-checked main loop. For a large problem, one copy of
+// the operand(s) into padded storage may cost less: it moves 8 bytes per element (~2.3 ps
+// each at the H200's bandwidth) and saves ~9 fs or more per multiply-add, so it can pay
+// where the operand is reused across more than ~250 columns (A) or rows (B) and the product
+// is large enough to cover the extra launches. The storage orders run at different speeds
+// too (the device profile's order_percent), so a copy may also change an operand's order.
+// Which copies, if any, is the cost model's call: the operands as given against every set
+// of copies, each priced with its pass (docs/performance.md, steps 17 and 44).
+constexpr int64_t kCopyMinReuse = 256;
+constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
+// K is padded to a multiple of every config's BK.
+constexpr int64_t kKPadding = 16;
+
+Layout other(Layout l) { return l == Layout::RowMajor ? Layout::ColMajor : Layout::RowMajor; }
+
+
+// Every K-or-MN vector of the operand is 16-byte aligned (pointer, leading dimension and
+// batch stride all multiples of four floats), and the storage holds the last vector's last
+// 16-byte chunk whole. The cp.async kernels copy the chunk that a tile's edge cuts whole,
+// reading the floats past the vector (AsyncTile::copy): an operand whose storage ends inside
+// that chunk (one line of 1-3 floats, whose leading dimension says nothing, or a view that
+// ends mid-chunk) takes the 4-byte copies instead.
+bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
+  const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
+  if (!aligned16(t.data_ptr()) || s.ld % 4 != 0 || batch_stride % 4 != 0) return false;
+  int64_t last = 0;  // the last element's offset from the data pointer, in floats
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const int64_t held = int64_t(t.storage().nbytes() / sizeof(float)) - t.storage_offset();
+  return (last / 4 + 1) * 4 <= held;
+}
+
+// The copies the cost model says pay, into `plan` (copy_a, copy_b, key); none for small
+// problems. Returns the model's time for the plan's key with its copies. Each operand is taken as given or copied into either order, a copy padding K
+// where K needs it; K must then be padded in both, so there either both operands are copied
+// or neither is. A broadcast operand is copied once.
+double plan_copies(const Problem& p, Plan& plan) {
+  const GemmShape& s = p.shape;
+  if (s.batch * s.m * s.n * s.k < kCopyMinMacs || s.m < kCopyMinReuse || s.n < kCopyMinReuse)
+    return model_best_ns(plan.key);
+  const Layout la = p.a.layout, lb = p.b.layout;
+  const int64_t padded_k = ceil_div(s.k, kKPadding) * kKPadding;
+  const bool pad_k = padded_k != s.k;
+  const int64_t a_elements = (p.a_broadcast ? 1 : s.batch) * s.m * padded_k;
+  const int64_t b_elements = (p.b_broadcast ? 1 : s.batch) * padded_k * s.n;
+  // The operands as given first: a copy must be predicted faster to be made.
+  double best_ns = model_best_ns(plan.key);
+  using Choice = std::optional<Layout>;  // none: as given; else copied into that order
+  for (const Choice oa : {Choice{}, Choice{la}, Choice{other(la)}}) {
+    for (const Choice ob : {Choice{}, Choice{lb}, Choice{other(lb)}}) {
+      const bool copy_a = oa.has_value(), copy_b = ob.has_value();
+      if ((!copy_a && !copy_b) || (pad_k && copy_a != copy_b)) continue;
+      // A copy into the same order pays only for what it mends: misaligned rows or K.
+      if ((copy_a && *oa == la && p.a_vec4 && !pad_k) || (copy_b && *ob == lb && p.b_vec4 && !pad_k)) continue;
+      const ProblemKey key{int(s.batch), int(s.m), int(s.n), int(copy_a ? padded_k : s.k), oa.value_or(la),
+                           ob.value_or(lb), (copy_a || p.a_vec4) && (copy_b || p.b_vec4), p.d_vec4, p.device};
+      const double ns = model_best_ns(key) + (copy_a ? copy_ns(a_elements, p.device) : 0.0) +
+                        (copy_b ? copy_ns(b_elements, p.device) : 0.0);
+      if (ns < best_ns) {
+        best_ns = ns;
+        plan.key = key;
+        plan.copy_a = OperandCopy{copy_a, oa.value_or(la)};
+        plan.copy_b = OperandCopy{copy_b, ob.value_or(lb)};
+      }
+    }
+  }
+  return best_ns;
+}
+
+// The model's choice, remembered per key and config restriction: ranking every candidate
+// costs tens of microseconds, as much as a small GEMM.
+TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config) {
+  static std::mutex mutex;
+  static std::unordered_map<std::string, TilingChoice> choices;
+  const std::string name =
+      key.str() + "/" + std::to_string(only_config.value_or(-1)) + "/d" + std::to_string(key.device);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = choices.find(name);
+    if (it != choices.end()) return it->second;
+  }
+  const auto candidates = ranked_choices(key, only_config);
+  TORCH_INTERNAL_ASSERT(!candidates.empty(), "vecgemm: no kernel config for ", key.str());
+  std::lock_guard<std::mutex> lock(mutex);
+  return choices[name] = candidates.front().second;
+}
+
+// 3xTF32 split-K by a waves model (the SIMT cost model has no 3xTF32 figures): a block
+// takes its slice's K tiles plus a fixed cost (tf32x3_block_overhead_tiles), at the
+// profile's K-tile time of the row; the grid takes that times its waves of resident
+// blocks, plus its launch (the SIMT model's launch_ns, so that the two compare); a split adds the reduction's launch and the partials' round trip, written by
+// the kernel and read back by the reduction (8 bytes an output element a slice). The
+// split with the least predicted time wins, fewer splits on a tie, in slices of at least
+// kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
+// kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: one
+// launch for the operands the pass splits, which reads 4 and writes 8 bytes an element.
+// Its kernel can split one K-contiguous operand itself instead, for the profile's
+// kernel_split_ns more a K tile (its shared memory's traffic); both at once measured 1.58x
+// the kernel at 4096^3 (step 36), so at most one.
+constexpr int kTf32x3MinSlice = 256;
+constexpr int kTf32x3MaxSplits = 32;
+constexpr double kTf32x3SplitPassBytes = 12.0;
+
+struct Tf32x3Choice {
+  int row, splits;
+  SplitOperands kernel_splits;
+  double ns;
+};
+
+Tf32x3Choice tf32x3_predicted(const ProblemKey& key, int row, int splits) {
+  const DeviceProfile& profile = profile_of(key.device);
+  const Tf32x3Row& r = kTf32x3Rows[row];
+  const Tf32x3ConfigInfo info = r.info(r.config);
+  const int64_t tiles = ceil_div(key.m, info.bm) * ceil_div(key.n, info.bn) * key.batch;
+  const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
+  const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
+  const double waves = double(ceil_div(tiles * splits, slots));
+  const double wave_tiles = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]);
+  Tf32x3Choice out{row, splits, {false, false}, wave_tiles * profile.tf32x3_k_tile_ns[row] + profile.launch_ns};
+  if (splits > 1)
+    out.ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
+  if (r.kernel_can_split == nullptr) return out;
+  const auto pass_ns = [&](int64_t rows) {
+    return profile.launch_ns + kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
+  };
+  const SplitOperands can = r.kernel_can_split(key);
+  const double kernel_split_ns = wave_tiles * profile.tf32x3_kernel_split_ns[row];
+  double extra = pass_ns(key.m + key.n);  // one launch splits both
+  SplitOperands chosen{false, false};
+  if (can.a && kernel_split_ns + pass_ns(key.n) < extra) extra = kernel_split_ns + pass_ns(key.n), chosen = {true, false};
+  if (can.b && kernel_split_ns + pass_ns(key.m) < extra) extra = kernel_split_ns + pass_ns(key.m), chosen = {false, true};
+  out.ns += extra;
+  out.kernel_splits = chosen;
+  return out;
+}
+
+Tf32x3Choice tf32x3_best_split(const ProblemKey& key, int row) {
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));
+  Tf32x3Choice best = tf32x3_predicted(key, row, 1);
+  for (int s = 2; s <= most; ++s) {
+    const Tf32x3Choice c = tf32x3_predicted(key, row, s);
+    if (c.ns < best.ns) best = c;
+  }
+  return best;
+}
+
+// The row and split predicted fastest among the rows that run on the device and take the
+// problem (earlier rows on a tie); none where no row runs.
+std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
+  std::optional<Tf32x3Choice> best;
+  for (int r = 0; r < kNumTf32x3Rows; ++r) {
+    if (tf32x3_violation(r, key.device) || (kTf32x3Rows[r].refuses && kTf32x3Rows[r].refuses(key))) continue;
+    const Tf32x3Choice c = tf32x3_best_split(key, r);
+    if (!best || c.ns < best->ns) best = c;
+  }
+  return best;
+}
+
+// Where precision 3xTF32 with the auto variant runs IEEE fp32 instead: 3xTF32 must not make
+// a product less accurate or slower than fp32 would be (docs/design.md, "Precision").
+//  - Accuracy. The split carries 21-22 of an fp32 value's 24 significand bits, so each
+//    product is off by up to ~3 x 2^-22 of |a b| before any sum: an error floor of 4-5 u
+//    (u = 2^-24; relative Frobenius, randn operands) whatever K is. fp32's error grows with
+//    the length L of each FFMA chain, ~0.3 u sqrt(L), so it undercuts the floor on short
+//    sums: 3xTF32 stays within 1.25x of fp32's error from L of ~180 on. fp32 plans split a
+//    deep K over few output tiles (ours and cuBLAS's alike), so L is K over the IEEE plan's
+//    split (or over gemv's chains per output), and kTf32x3MinSum leaves room for cuBLAS splitting up to ~3x more than ours
+//    (measured on the H200: docs/history.md, step 46).
+//  - Speed. The 3xTF32 row's waves model against the SIMT cost model's time for the IEEE
+//    plan (its copies and split included), both with their launches. The waves model prices
+//    a full wave of long-K blocks well and underprices the rest (short K, one wave, the
+//    split passes): on the random sweep the kernels took 1.0-2.0x its prediction, so
+//    3xTF32 must be predicted faster after kTf32x3ModelSlack and kTf32x3FixedNs.
+constexpr int64_t kTf32x3MinSum = 512;
+// gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
+constexpr int kGemvChainsPerOutput = 128;
+constexpr double kTf32x3ModelSlack = 1.6;
+constexpr double kTf32x3FixedNs = 8000.0;
+
+std::string microseconds(double ns) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f us", ns / 1000.0);
+  return text;
+}
+
+Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Choice& choice, const Plan& ieee) {
+  const int chains = ieee.family == Family::Gemv ? kGemvChainsPerOutput : std::max(1, ieee.tiling.splits);
+  const int64_t sum = ceil_div(key.k, chains);
+  if (sum < kTf32x3MinSum)
+    return "3xTF32 would be less accurate: fp32 sums " + std::to_string(sum) + " products here, and below " +
+           std::to_string(kTf32x3MinSum) + " its error is under 3xTF32's floor";
+  // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
+  if (ieee.predicted_ns < choice.ns * kTf32x3ModelSlack + kTf32x3FixedNs)
+    return "3xTF32 is not predicted faster: " + microseconds(choice.ns) + " on " + kTf32x3Rows[choice.row].name +
+           " against " + microseconds(ieee.predicted_ns) + " in fp32";
+  return std::nullopt;
+}
+
+// A variant as a number, for the plan cache's key: the config of a FixedConfig, -1..-3 for
+// the named families and auto, -10 - row for a 3xTF32 row.
+int variant_code(const Variant& variant) {
+  if (const auto* fixed = std::get_if<FixedConfig>(&variant)) return fixed->config;
+  if (const auto* row = std::get_if<FixedTf32x3>(&variant)) return -10 - row->row;
+  if (std::holds_alternative<SeedKernel>(variant)) return -1;
+  if (std::holds_alternative<MatrixVector>(variant)) return -2;
+  return -3;
+}
+
+// Everything plan() reads: the problem (its leading dimensions only through the vec4
+// flags), the variant, and the state of the process that can change a choice (the tuning
+// cache's generation, autotune mode, deterministic mode).
+struct PlanKey {
+  int64_t batch, m, n, k;
+  int device, variant;
+  unsigned flags;
+  uint64_t tuning_generation;
+  bool operator==(const PlanKey& o) const {
+    return batch == o.batch && m == o.m && n == o.n && k == o.k && device == o.device && variant == o.variant &&
+           flags == o.flags && tuning_generation == o.tuning_generation;
+  }
+};
+
+struct PlanKeyHash {
+  size_t operator()(const PlanKey& key) const {
+    size_t h = 0;
+    for (const uint64_t v : {uint64_t(key.batch), uint64_t(key.m), uint64_t(key.n), uint64_t(key.k),
+                             uint64_t(key.device), uint64_t(int64_t(key.variant)), uint64_t(key.flags),
+                             key.tuning_generation})
+      h = (h ^ v) * 0x100000001b3ull;  // FNV-1a over the fields
+    return h;
+  }
+};
+
+PlanKey plan_key(const Problem& p, const Variant& variant, Precision precision) {
+  unsigned flags = 0, bit = 0;
+  for (const bool b : {p.a.layout == Layout::RowMajor, p.b.layout == Layout::RowMajor, p.a_vec4, p.b_vec4,
+                       p.a_broadcast, p.b_broadcast, p.d_vec4, at::globalContext().deterministicAlgorithms(),
+                       autotune_enabled(), precision == Precision::Tf32x3})
+    flags |= unsigned(b) << bit++;
+  const GemmShape& s = p.shape;
+  return PlanKey{s.batch, s.m, s.n, s.k, p.device, variant_code(variant), flags, tuning_generation()};
+}
+
+Plan make_plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies);
+
+// Plans by key, so that a repeated shape costs a lookup: planning a tiling ranks the
+// candidates through the cost model, several microseconds. Cleared when full, since a
+// process that sees more distinct problems than this gains little from keeping them.
+constexpr size_t kMaxCachedPlans = 4096;
+
+Plan cached_plan(const Problem& problem, const Variant& variant, Precision precision) {
+  static std::mutex mutex;
+  static std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
+  const PlanKey key = plan_key(problem, variant, precision);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+  }
+  const Plan p = make_plan(problem, variant, precision, true);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (plans.size() >= kMaxCachedPlans) plans.clear();
+  plans.emplace(key, p);
+  return p;
+}
+
+}  // namespace
+
+std::optional<Variant> parse_variant(const std::string& name) {
+  if (name == kAuto) return AutoSelect{};
+  if (name == kVectorized) return SeedKernel{};
+  if (name == kGemv) return MatrixVector{};
+  if (const auto config = kernel_config_of(name)) return FixedConfig{*config};
+  if (const auto row = tf32x3_row_of(name)) return FixedTf32x3{*row};
+  return std::nullopt;
+}
+
+std::vector<std::string> variant_names() {
+  std::vector<std::string> names{kAuto, kVectorized, kGemv};
+  for (int c = 0; c < kNumKernelConfigs; ++c) names.push_back(kernel_config_name(c));
+  for (const Tf32x3Row& row : kTf32x3Rows) names.push_back(row.name);
+  return names;
+}
+
+ProblemKey key_as_given(const Problem& p) {
+  const GemmShape& s = p.shape;
+  return ProblemKey{int(s.batch), int(s.m), int(s.n), int(s.k), p.a.layout, p.b.layout, p.a_vec4 && p.b_vec4,
+                    p.d_vec4, p.device};
+}
+
+Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4) {
+  const MatrixStorage sa = *storage_of(A), sb = *storage_of(B);
+  auto broadcast = [](const at::Tensor& t) { return t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0; };
+  return Problem{shape_of(A, B), sa, sb, vec4_ok(A, sa), vec4_ok(B, sb), broadcast(A), broadcast(B), d_vec4,
+                 A.get_device()};
+}
+
+Plan plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies) {
+  return allow_copies ? cached_plan(problem, variant, precision) : make_plan(problem, variant, precision, false);
+}
+
+namespace {
+
+Plan make_plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies) {
+  Plan out;
+  out.given_a = problem.a.layout, out.given_b = problem.b.layout;
+  out.key = key_as_given(problem);
+  const GemmShape& s = problem.shape;
+  if (s.batch == 0 || s.m == 0 || s.n == 0 || s.k == 0) {
+    out.family = Family::Empty;
+    return out;
+  }
+  if (std::holds_alternative<SeedKernel>(variant)) {
+    out.family = Family::Vectorized;
+    return out;
+  }
+  const bool auto_select = std::holds_alternative<AutoSelect>(variant);
+  // 3xTF32: every shape on its kernel (matrix-vector ones too, which gemv would serve in
+  // IEEE), with no operand copies: its 4-byte-copy instances take unaligned operands and
+  // its checked loop a ragged K at full width, so a copy would buy little (docs/design.md).
+  const auto* fixed_row = std::get_if<FixedTf32x3>(&variant);
+  if (fixed_row || (auto_select && precision == Precision::Tf32x3)) {
+    const std::optional<Tf32x3Choice> choice =
+        fixed_row ? std::optional(tf32x3_best_split(out.key, fixed_row->row)) : tf32x3_choice(out.key);
+    TORCH_INTERNAL_ASSERT(choice, "vecgemm: 3xTF32 planned where the rules refuse it: ",
+                          tf32x3_row_for(problem.device).reason.value_or(""));
+    if (!fixed_row) {
+      Plan ieee = make_plan(problem, variant, Precision::Ieee, allow_copies);
+      if (Reason why = tf32x3_declined(out.key, *choice, ieee)) {
+        ieee.tf32x3_declined = std::move(why);
+        return ieee;
+      }
+    }
+    out.family = Family::Tf32x3;
+    const int slice = slice_for(out.key.k, choice->splits, kTf32x3Rows[choice->row].bk);
+    out.tiling = TilingChoice{choice->row, int(ceil_div(out.key.k, slice)), false};
+    out.kernel_splits = choice->kernel_splits;
+    out.predicted_ns = choice->ns;
+    return out;
+  }
+  if (std::holds_alternative<MatrixVector>(variant) ||
+      (auto_select && gemv_fits(out.key.m, out.key.n, out.key.la, out.key.lb))) {
+    out.family = Family::Gemv;
+    return out;
+  }
+  if (auto_select) out.predicted_ns = allow_copies ? plan_copies(problem, out) : model_best_ns(out.key);
+
+  std::optional<int> only_config;
+  if (const auto* fixed = std::get_if<FixedConfig>(&variant)) only_config = fixed->config;
+  // Under torch.use_deterministic_algorithms(True) the choice depends on the problem alone:
+  // the cost model's, never a timing (autotuned entries differ between processes).
+  const bool timed_choices = auto_select && !at::globalContext().deterministicAlgorithms();
+  const std::optional<TilingChoice> tuned = timed_choices ? tuned_choice(out.key) : std::nullopt;
+  out.tiling = tuned ? *tuned : model_choice(out.key, only_config);
+  out.autotune_pending = timed_choices && !tuned && autotune_enabled();
+
+  const KernelConfig& config = kKernelConfigs[out.tiling.config];
+  out.family = config.mainloop.family == MainloopFamily::CpAsync ? Family::Async : Family::Tiled;
+  // The split as it will run: K slices of whole K tiles, each non-empty.
+  const int slice = slice_for(out.key.k, out.tiling.splits, config.tiling.bk);
+  out.tiling.splits = int(ceil_div(out.key.k, slice));
+  if (out.tiling.stream_k && out.tiling.splits == 1) out.stream_k = stream_k_schedule(out.key, out.tiling.config);
+  out.tiling.stream_k = out.stream_k.has_value();
+  return out;
+}
+
+}  // namespace
+
+std::string describe(const Plan& plan) {
+  switch (plan.family) {
+    case Family::Empty:
+      return "empty product";
+    case Family::Vectorized:
+      return kVectorized;
+    case Family::Gemv:
+      return kGemv;
+    case Family::Tf32x3: {
+      const Tf32x3Row& row = kTf32x3Rows[plan.tiling.config];
+      std::string text = row.name;
+      if (plan.tiling.splits > 1) text += " split-k " + std::to_string(plan.tiling.splits);
+      // ", split pass of A B": the operands split into TF32 parts before the kernel.
+      if (row.kernel_can_split == nullptr || (plan.kernel_splits.a && plan.kernel_splits.b)) return text;
+      return text + ", split pass of" + (plan.kernel_splits.a ? "" : " A") + (plan.kernel_splits.b ? "" : " B");
+    }
+    case Family::Tiled:
+    case Family::Async:
+      break;
+  }
+  std::string text = kernel_config_name(plan.tiling.config);
+  if (plan.tiling.splits > 1) text += " split-k " + std::to_string(plan.tiling.splits);
+  if (plan.stream_k) text += " stream-K tail";
+  // "copy of A (column-major) B": the operands copied, with the order where it changed.
+  std::string copied;
+  for (const auto& [name, copy, given] : {std::tuple{"A", plan.copy_a, plan.given_a}, {"B", plan.copy_b, plan.given_b}}) {
+    if (!copy.made) continue;
+    copied += std::string(" ") + name;
+    if (copy.order != given) copied += copy.order == Layout::RowMajor ? " (row-major)" : " (column-major)";
+  }
+  return copied.empty() ? text : text + ", copy of" + copied;
+}
+
+}  // namespace vecgemm

@@ -1,0 +1,125 @@
+#include "planner/tf32x3_rows.h"
+
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "planner/device_profile.h"
+
+namespace vecgemm {
+namespace {
+
+std::mutex g_mutex;
+
+std::string arch_name(int capability) { return "sm_" + std::to_string(capability); }
+
+Reason find_violation(int row, int device) {
+  const Tf32x3Row& r = kTf32x3Rows[row];
+  const int capability = compute_capability(device);
+  if (capability < r.min_capability || (r.max_capability && capability > r.max_capability)) {
+    std::string range = arch_name(r.min_capability) + (r.max_capability ? " to " + arch_name(r.max_capability) : " or newer");
+    return std::string("precision '3xtf32' (") + r.name + ") needs a GPU of " + range + "; this one is " +
+           arch_name(capability) + ". Use precision='ieee' (or leave 'auto' with the switch at 'ieee')";
+  }
+  const int needed = r.info(r.config).smem_bytes;
+  int optin = 0;
+  C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (optin < needed)
+    return std::string("precision '3xtf32' (") + r.name + ") needs " + std::to_string(needed) +
+           " bytes of shared memory a block; this GPU allows " + std::to_string(optin);
+  const c10::cuda::CUDAGuard guard(device);
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, r.entry(r.config, Layout::RowMajor, Layout::RowMajor, true)) != cudaSuccess) {
+    (void)cudaGetLastError();  // the query's error is the answer, not a sticky failure
+    return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
+           "; rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";
+  }
+  if (r.available != nullptr && !r.available())
+    return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
+           " (it needs sm_90a code: TORCH_CUDA_ARCH_LIST with 9.0a, README, Build)";
+  return std::nullopt;
+}
+
+}  // namespace
+
+namespace tf32x3_skinny_row {
+namespace {
+// The storage the kernel reads its fragments in: K-contiguous, 16 bytes at a time.
+Reason refuses_storage(const char* row, const ProblemKey& key) {
+  if (key.la == Layout::RowMajor && key.lb == Layout::ColMajor && key.vec4) return std::nullopt;
+  return std::string(row) + " takes row-major A and column-major B, both 16-byte aligned (pointer, leading "
+         "dimension and batch stride multiples of 4 floats, storage holding the last row's last 4 floats "
+         "whole)";
+}
+}  // namespace
+
+Reason refuses_few_rows(const ProblemKey& key) {
+  if (auto r = refuses_storage("tf32x3_few_rows_mma", key)) return r;
+  if (key.m > kSkinnyMaxNarrow)
+    return "tf32x3_few_rows_mma takes at most " + std::to_string(kSkinnyMaxNarrow) + " rows of A (M is " +
+           std::to_string(key.m) + ")";
+  return std::nullopt;
+}
+
+Reason refuses_few_columns(const ProblemKey& key) {
+  if (auto r = refuses_storage("tf32x3_few_cols_mma", key)) return r;
+  if (key.n > kSkinnyMaxNarrow)
+    return "tf32x3_few_cols_mma takes at most " + std::to_string(kSkinnyMaxNarrow) + " columns of B (N is " +
+           std::to_string(key.n) + ")";
+  return std::nullopt;
+}
+}  // namespace tf32x3_skinny_row
+
+std::optional<int> tf32x3_row_of(const std::string& name) {
+  for (int r = 0; r < kNumTf32x3Rows; ++r)
+    if (name == kTf32x3Rows[r].name) return r;
+  return std::nullopt;
+}
+
+Reason tf32x3_violation(int row, int device) {
+  static std::map<std::pair<int, int>, Reason> reasons;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = reasons.find({row, device});
+    if (it != reasons.end()) return it->second;
+  }
+  const Reason reason = find_violation(row, device);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return reasons[{row, device}] = reason;
+}
+
+Tf32x3Pick tf32x3_row_for(int device) {
+  Tf32x3Pick out;
+  for (int r = 0; r < kNumTf32x3Rows; ++r) {
+    Reason why = tf32x3_violation(r, device);
+    if (!why) return Tf32x3Pick{r, std::nullopt};
+    // The rows needing least (lowest capability, least shared memory) say the most useful
+    // thing; they come last in preference order, so the last reason is kept.
+    out.reason = why;
+  }
+  return out;
+}
+
+int tf32x3_blocks_per_sm(int row, int device) {
+  static std::map<std::pair<int, int>, int> occupancy;
+  {
+    std::lock_guard<std::mutex> lock(g_mutex);
+    auto it = occupancy.find({row, device});
+    if (it != occupancy.end()) return it->second;
+  }
+  const Tf32x3Row& r = kTf32x3Rows[row];
+  const Tf32x3ConfigInfo info = r.info(r.config);
+  const void* entry = r.entry(r.config, Layout::RowMajor, Layout::RowMajor, true);
+  const c10::cuda::CUDAGuard guard(device);
+  // The occupancy query counts dynamic shared memory only up to what the function allows.
+  C10_CUDA_CHECK(cudaFuncSetAttribute(entry, cudaFuncAttributeMaxDynamicSharedMemorySize, info.smem_bytes));
+  int v = 0;
+  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, entry, info.threads, info.smem_bytes));
+  std::lock_guard<std::mutex> lock(g_mutex);
+  return occupancy[{row, device}] = std::max(v, 1);
+}
+
+}  // namespace vecgemm

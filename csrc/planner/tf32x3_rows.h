@@ -1,0 +1,130 @@
+// The 3xTF32 kernels (precision "3xtf32"), as data: one row per kernel the planner may
+// run. Of the rows that run on the device (tf32x3_violation: its instruction's compute
+// capabilities, its shared memory, a kernel image in this build) and take the problem
+// (the row's `refuses`), the planner takes the one it predicts fastest at its best K split
+// (plan.cpp, with the device profile's K-tile time of each row), an earlier row on a tie,
+// so older GPUs skip a kernel they cannot run. Each implementation keeps its own host interface (sgemm_3xtf32.h: a
+// config index and launch / entry / info functions); a row names those functions, so a
+// second implementation (a Hopper wgmma form, sm_90a only) is a row with its own
+// functions and capability range, with no change to the planner, the ops or the API.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "kernels/launchers.h"  // dependent_launch_enabled
+#include "kernels/tf32x3/sgemm_3xtf32.h"
+#include "planner/cost_model.h"
+#include "rules.h"
+
+namespace vecgemm {
+
+struct Tf32x3Row {
+  // The variant name: tf32x3_<BM>x<BN>_<instruction> ("mma": mma.sync, "wgmma"), or
+  // tf32x3_few_<rows|cols>_<instruction> for the narrow-side kernel.
+  const char* name;
+  // The compute capabilities it runs on, 10 * major + minor: mma.sync's TF32 needs 80; code
+  // for an arch-specific target (sm_90a's wgmma) runs on that one only, so max 90.
+  int min_capability, max_capability;  // max 0: no upper limit
+  int bk;                              // K tile: split-K slices are whole K tiles
+  int config;                          // the implementation's own index of this tiling
+  Tf32x3ConfigInfo (*info)(int config);
+  const void* (*entry)(int config, Layout la, Layout lb, bool vec4);
+  // p.workspace: the split-K partials when p.k_splits > 1; scratch: scratch_bytes(...)
+  // bytes; kernel_splits: the plan's (kernel_can_split).
+  void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands kernel_splits,
+                 void* scratch, cudaStream_t stream);
+  // Scratch the kernel needs besides the split-K partials (the wgmma form's TF32 parts of
+  // A and B and its flags), or none.
+  size_t (*scratch_bytes)(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits);
+  // A row with a split pass before its kernel (the wgmma form): the operands its kernel can
+  // split itself instead, so that the planner chooses, per problem, which the pass takes.
+  // None: no split pass.
+  SplitOperands (*kernel_can_split)(const ProblemKey& key);
+  // Whether the current device can run the kernel beyond what the capability range says
+  // (the wgmma form: sm_90a code in this build), or none.
+  bool (*available)();
+  // Why the kernel does not take a problem (storage orders, alignment, extents), or none
+  // where it takes every problem.
+  Reason (*refuses)(const ProblemKey& key);
+};
+
+namespace tf32x3_mma_row {
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands, void*,
+                   cudaStream_t stream) {
+  launch_sgemm_3xtf32_config(config, p, la, lb, vec4, stream);
+}
+}  // namespace tf32x3_mma_row
+
+namespace tf32x3_wgmma_row {
+inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
+inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
+inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, SplitOperands kernel_splits, void* scratch,
+                   cudaStream_t stream) {
+  launch_sgemm_3xtf32_wgmma(p, la, lb, kernel_splits, scratch, dependent_launch_enabled(), stream);
+}
+// A K-contiguous operand (A row-major, B column-major) when both are 16-byte aligned: TMA
+// reads it as fp32. The launch's rule (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at
+// strides the key does not keep, and sends an operand it refuses through the pass.
+inline SplitOperands kernel_can_split(const ProblemKey& key) {
+  return {key.la == Layout::RowMajor && key.vec4, key.lb == Layout::ColMajor && key.vec4};
+}
+}  // namespace tf32x3_wgmma_row
+
+namespace tf32x3_skinny_row {
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands, void*,
+                   cudaStream_t stream) {
+  launch_sgemm_3xtf32_skinny(config, p, la, lb, vec4, stream);
+}
+Reason refuses_few_rows(const ProblemKey& key);
+Reason refuses_few_columns(const ProblemKey& key);
+}  // namespace tf32x3_skinny_row
+
+// The wgmma form where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync form's
+// 1.1x on the H200 (docs/performance.md, step 31), but it pays a split pass over the
+// operands it cannot split itself, which small-M problems do not earn back (step 32). 128 x 64: two blocks of 4
+// warps per SM measured faster than one of 8 at every size on the H200 with the kernel's
+// earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,
+// 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
+// (99 KB) do not have. 64 x 128 after 128 x 64 (the same work and loads a block K tile:
+// they tie on large problems), for M <= 64, where it computes half the padding. The
+// narrow-side kernel last: only for row-major A and column-major B, 16-byte aligned, with
+// M (few rows) or N (few columns) at most kSkinnyMaxNarrow, where it reads the wide
+// operand once at memory's pace instead of computing 64- or 128-row tiles of padding.
+inline constexpr Tf32x3Row kTf32x3Rows[] = {
+    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
+     &sgemm_3xtf32_wgmma_available, nullptr},
+    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
+     nullptr, nullptr, nullptr, nullptr},
+    {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
+     nullptr, nullptr, nullptr, nullptr},
+    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
+     nullptr, nullptr, nullptr, nullptr},
+    {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
+     &tf32x3_skinny_row::refuses_few_rows},
+    {"tf32x3_few_cols_mma", 80, 0, kSkinnyBlockK, kSkinnyFewColumns, &tf32x3_skinny_config_info,
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
+     &tf32x3_skinny_row::refuses_few_columns},
+};
+inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);
+
+// The row of a variant name.
+std::optional<int> tf32x3_row_of(const std::string& name);
+
+// Why the row's kernel cannot run on the device (capability, shared memory, no image in
+// this build), or none. Remembered per row and device.
+Reason tf32x3_violation(int row, int device);
+// The first row that runs on the device; else the reason the most widely usable row gives
+// (why 3xTF32 cannot run at all: the planner's choice among runnable rows is plan.cpp's).
+struct Tf32x3Pick {
+  std::optional<int> row;
+  Reason reason;
+};
+Tf32x3Pick tf32x3_row_for(int device);
+
+// Blocks of the row's kernel resident on one SM of the device (with its dynamic shared
+// memory), at least 1.
+int tf32x3_blocks_per_sm(int row, int device);
+
+}  // namespace vecgemm

@@ -1,0 +1,382 @@
+// The CUDA implementations of the vecgemm ops. Every call goes the same way: the rules
+// (rules.cpp, and kernel_violation() below per variant), then a plan (plan.h: pure), then
+// its execution (execute.h) on the current stream under a device guard.
+#include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+
+#include "kernels/launchers.h"
+#include "kernels/simt/kernel_configs.h"
+#include "plan_summary.h"
+#include "planner/device_profile.h"
+#include "planner/plan.h"
+#include "planner/tf32x3_rows.h"
+#include "reference.h"
+#include "rules.h"
+#include "runtime/execute.h"
+#include "runtime/lenient.h"
+#include "tuning_controls.h"
+
+namespace vecgemm {
+namespace {
+
+
+// Dense row-major, as the seed's kernel indexes (lda = K, ldb = ldc = N).
+bool row_major_dense(const at::Tensor& t) {
+  return (t.size(-1) == 1 || t.stride(-1) == 1) && (t.size(-2) == 1 || t.stride(-2) == t.size(-1));
+}
+
+Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out) {
+  const GemmShape s = shape_of(A, B);
+  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}, {"C", C_out}}) {
+    if (t == nullptr) continue;
+    if (!row_major_dense(*t))
+      return std::string(name) + " is not row-major contiguous, which the vectorized kernel requires";
+    if (!aligned16(t->data_ptr()) || (t->dim() == 3 && t->stride(0) % 4 != 0))
+      return std::string(name) + "'s data pointer is not 16-byte aligned, which the vectorized kernel requires";
+  }
+  auto not_multiple = [](const char* dim, int64_t value, int of) -> Reason {
+    if (value % of == 0) return std::nullopt;
+    return std::string(dim) + " = " + std::to_string(value) + " is not a multiple of " + std::to_string(of) +
+           " (vectorized kernel)";
+  };
+  if (auto r = not_multiple("M", s.m, VectorizedTile::BM)) return r;
+  if (auto r = not_multiple("N", s.n, VectorizedTile::BN)) return r;
+  return not_multiple("K", s.k, VectorizedTile::BK);
+}
+
+// The largest M, N, K or batch: tile ends (a block's first row plus BM, up to 256) and
+// rounded-up K stay inside 32-bit arithmetic.
+constexpr int64_t kMaxDimension = (int64_t(1) << 31) - 257;
+
+// "sm_86" for compute capability 86 (10 * major + minor).
+std::string arch_name(int capability) { return "sm_" + std::to_string(capability); }
+
+// A GPU that none of this build's kernel images can run on (neither its own machine code
+// nor PTX it can compile): every input falls back there instead of failing at launch.
+Reason architecture_violation(int device) {
+  static std::mutex mutex;
+  static std::map<int, Reason> reasons;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = reasons.find(device);
+  if (it != reasons.end()) return it->second;
+  const c10::cuda::CUDAGuard guard(device);
+  cudaFuncAttributes attributes{};
+  const cudaError_t error = cudaFuncGetAttributes(&attributes, tiled_kernel(0, Layout::RowMajor, Layout::RowMajor, true).entry);
+  Reason reason;
+  if (error != cudaSuccess) {
+    (void)cudaGetLastError();  // the query's error is the answer, not a sticky failure
+    std::string built;
+    for (const int arch : built_architectures()) built += (built.empty() ? "" : ", ") + arch_name(arch / 10);
+    reason = "this build has no kernel for " + arch_name(compute_capability(device)) + " (built for " +
+             (built.empty() ? std::string("other GPUs") : built) +
+             "); rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";
+  }
+  return reasons[device] = reason;
+}
+
+// The CUDA-side rules for a named variant; C_out: the in-place op's output (the seed's
+// kernel writes it in place, so its rules apply to it too).
+Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const std::string& name) {
+  const auto variant = parse_variant(name);
+  if (!variant) {
+    std::string names;
+    for (const auto& v : variant_names()) names += (names.empty() ? "" : ", ") + v;
+    return "unknown variant '" + name + "' (available: " + names + ")";
+  }
+  for (const auto& [label, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
+    if (!storage_of(*t))
+      return std::string(label) + " is neither row- nor column-major (strides " + list_str(t->strides()) + ")";
+  const GemmShape s = shape_of(A, B);
+  if (std::max({s.batch, s.m, s.n, s.k}) > kMaxDimension)
+    return "a dimension is larger than 2^31 - 257; the kernels index dimensions with 32-bit integers "
+           "(a tile's end must fit too)";
+  if (A.is_cuda()) {
+    if (auto r = architecture_violation(A.get_device())) return r;
+  }
+  if (std::holds_alternative<SeedKernel>(*variant)) return vectorized_violation(A, B, C_out);
+  if (std::holds_alternative<MatrixVector>(*variant)) {
+    if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
+    return std::string("the gemv kernel takes M = 1 with a column-major B, or N = 1 with a row-major A");
+  }
+  if (const auto* fixed = std::get_if<FixedTf32x3>(&*variant)) {
+    const Tf32x3Row& row = kTf32x3Rows[fixed->row];
+    if (row.refuses)
+      if (auto r = row.refuses(key_as_given(problem_of(A, B, false)))) return r;
+  }
+  if (const auto* fixed = std::get_if<FixedConfig>(&*variant)) {
+    if (A.is_cuda() && !runs_on(fixed->config, A.get_device()))
+      return "variant " + name + " uses cp.async, which needs sm_80 or newer";
+    const Problem problem = problem_of(A, B, false);
+    if (!kKernelConfigs[fixed->config].scalar && !(problem.a_vec4 && problem.b_vec4))
+      return "variant " + name + " is built for 16-byte aligned operands only (pointer, leading dimension "
+             "and batch stride multiples of 4 floats, storage holding the last row's last 4 floats whole); "
+             "use variant='auto'";
+  }
+  return std::nullopt;
+}
+
+// The precision rules of a call whose variant parses: a precision asked for explicitly must
+// be the one the named kernel computes in, and 3xTF32 needs a row that runs on the GPU.
+// Apart from violation() because the lenient op answers them differently: it runs IEEE fp32
+// instead (plan().precision_fallback says why), where the strict ops raise.
+Reason precision_violation(const at::Tensor& A, const Variant& variant, const std::string& variant_name,
+                           PrecisionRequest request) {
+  const bool names_tf32x3 = std::holds_alternative<FixedTf32x3>(variant);
+  const bool names_ieee = !names_tf32x3 && !std::holds_alternative<AutoSelect>(variant);
+  if (request == PrecisionRequest::Ieee && names_tf32x3)
+    return "variant " + variant_name + " computes in 3xTF32, but precision='ieee' was asked for; pass "
+           "precision='3xtf32' or 'auto' with it, or an IEEE variant";
+  if (request == PrecisionRequest::Tf32x3 && names_ieee)
+    return "variant " + variant_name + " computes in IEEE fp32, but precision='3xtf32' was asked for; pass "
+           "variant='auto' or a tf32x3_ variant (torch_vecgemm.variants()) with it";
+  if (effective_precision(variant_name, request) != Precision::Tf32x3 || !A.is_cuda()) return std::nullopt;
+  if (const auto* fixed = std::get_if<FixedTf32x3>(&variant)) return tf32x3_violation(fixed->row, A.get_device());
+  return tf32x3_row_for(A.get_device()).reason;
+}
+
+// A resolved precision as an explicit request: what a call passes on once it has read the
+// switch, so that one call reads it once even if another thread sets it meanwhile.
+PrecisionRequest as_request(Precision p) {
+  return p == Precision::Tf32x3 ? PrecisionRequest::Tf32x3 : PrecisionRequest::Ieee;
+}
+
+// Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
+bool rows_aligned(const at::Tensor& D) {
+  return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
+}
+
+// D = alpha * A @ B + beta * C on the named variant in the given precision (the rules
+// checked by the caller).
+void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+         double alpha, double beta, const std::string& variant, Precision precision) {
+  const c10::cuda::CUDAGuard guard(A.device());
+  const Plan p = plan(problem_of(A, B, rows_aligned(D)), *parse_variant(variant), precision);
+  execute(p, D, A, B, C, alpha, beta);
+}
+
+at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
+                      double beta, c10::string_view variant, c10::string_view precision) {
+  const std::string v(variant);
+  const PrecisionRequest request = parse_precision(precision);
+  // The switch read once; an explicit request (as_request of what it resolves to) from here.
+  const Precision p = effective_precision(v, request);
+  if (auto r = fallback_reason(A, B, C, v, precision_name(p))) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
+  at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
+  run(D, A, B, C, alpha, beta, v, p);
+  return D;
+}
+
+void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha, double beta,
+                        c10::string_view variant, c10::string_view precision) {
+  const std::string v(variant);
+  const PrecisionRequest request = parse_precision(precision);
+  Reason r = contract_violation(A, B, C);
+  if (!r) r = inplace_violation(C, A, B);
+  if (!r) r = violation(A, B, &C, v);
+  const Precision p = effective_precision(v, request);  // the switch read once
+  if (!r) r = precision_violation(A, *parse_variant(v), v, as_request(p));
+  if (r) TORCH_CHECK(false, "vecgemm.sgemm_: ", *r);
+  if (storage_of(C)->layout == Layout::RowMajor) {
+    run(C, A, B, C, alpha, beta, v, p);
+  } else {
+    // A column-major C is a row-major C^T = B^T A^T: the same kernels, operands swapped.
+    const at::Tensor Ct = C.transpose(-1, -2);
+    run(Ct, B.transpose(-1, -2), A.transpose(-1, -2), Ct, alpha, beta, v, p);
+  }
+}
+
+// The precision the lenient op runs A @ B in: the one asked for, or IEEE where 3xTF32 was
+// asked for and the GPU cannot run it (`why` says so). The other rules passed.
+Precision lenient_precision(const at::Tensor& A, PrecisionRequest request, Reason* why = nullptr) {
+  const Precision p = effective_precision("auto", request);  // the switch read once
+  if (p == Precision::Ieee) return p;
+  Reason r = precision_violation(A, AutoSelect{}, "auto", as_request(p));
+  if (!r) return p;
+  if (why) *why = r;
+  return Precision::Ieee;
+}
+
+// The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
+Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, Precision precision) {
+  const c10::cuda::CUDAGuard guard(A.device());
+  return plan(problem_of(A, B, shape_of(A, B).n % 4 == 0), variant, precision);
+}
+
+// Where the planner declines 3xTF32 (plan.cpp, tf32x3_declined), the lenient op hands the
+// product to torch, whose product is then cuBLAS SGEMM: as fast as the IEEE kernels or
+// faster on most such problems (small ones), and more accurate on short sums (cuBLAS splits
+// them finer; docs/performance.md). With TF32 allowed in torch's matmuls its product would
+// lose fp32's accuracy, which precision 3xTF32 promises to keep: the IEEE kernels run. Under
+// torch.use_deterministic_algorithms(True) torch's cuBLAS product raises unless
+// CUBLAS_WORKSPACE_CONFIG is set, and the IEEE kernels are deterministic: they run.
+bool hands_to_torch(const Plan& plan) {
+  const auto& context = at::globalContext();
+  return plan.tf32x3_declined.has_value() && !context.allowTF32CuBLAS() && !context.deterministicAlgorithms();
+}
+
+}  // namespace
+
+std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                                 PrecisionRequest request) {
+  // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
+  if (fallback_reason(A, B, C, "auto", "ieee")) return std::nullopt;
+  Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A, request));
+  if (hands_to_torch(p)) return std::nullopt;
+  return p;
+}
+
+bool planned_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
+                    const std::optional<at::Tensor>& C) {
+  const GemmShape s = shape_of(A, B);
+  const std::vector<int64_t> sizes = s.out_sizes();
+  if (D.scalar_type() != at::kFloat || D.device() != A.device() || D.sizes() != at::IntArrayRef(sizes) ||
+      !D.is_contiguous() || rows_aligned(D) != (s.n % 4 == 0) || at::has_internal_overlap(D) != at::MemOverlap::No)
+    return false;
+  for (const at::Tensor* t : {&A, &B, C ? &*C : nullptr})
+    if (t != nullptr && at::get_overlap_status(D, *t) != at::MemOverlapStatus::No) return false;
+  return true;
+}
+
+namespace {
+
+// The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
+// otherwise exactly what torch.addmm / torch.baddbmm compute.
+at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
+                     double beta, c10::string_view precision) {
+  const std::optional<Plan> p = lenient_plan(A, B, C, parse_precision(precision));
+  if (!p) return gemm_reference(A, B, C, alpha, beta);
+  at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
+  const c10::cuda::CUDAGuard guard(A.device());
+  execute(*p, D, A, B, C, alpha, beta);
+  return D;
+}
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::Empty:
+      return "empty";
+    case Family::Vectorized:
+      return "vectorized";
+    case Family::Gemv:
+      return "gemv";
+    case Family::Tiled:
+      return "tiled";
+    case Family::Async:
+      return "async";
+    case Family::Tf32x3:
+      return "tf32x3";
+  }
+  return "";
+}
+
+const char* order_name(Layout l) { return l == Layout::RowMajor ? "row-major" : "column-major"; }
+
+}  // namespace
+
+// ---- what rules.h and tuning_controls.h declare --------------------------------------------------
+
+Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                        const std::string& variant, PrecisionRequest precision) {
+  // C is only read by the out-of-place ops, so it adds no rule of its own.
+  (void)C;
+  if (auto r = violation(A, B, nullptr, variant)) return r;
+  return precision_violation(A, *parse_variant(variant), variant, precision);
+}
+
+Precision effective_precision(const std::string& variant, PrecisionRequest precision) {
+  if (precision != PrecisionRequest::Auto) return resolve(precision);
+  const auto parsed = parse_variant(variant);
+  if (!parsed || std::holds_alternative<AutoSelect>(*parsed)) return default_precision();
+  return std::holds_alternative<FixedTf32x3>(*parsed) ? Precision::Tf32x3 : Precision::Ieee;
+}
+
+std::vector<std::string> available_variants() { return variant_names(); }
+
+PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                         const std::string& variant, const std::string& precision) {
+  PlanSummary out;
+  const PrecisionRequest request = parse_precision(precision);
+  // Variant "auto" is the lenient op's plan: a 3xTF32 request it cannot serve runs IEEE.
+  const bool lenient = variant == "auto";
+  if (auto r = fallback_reason(A, B, C, variant, lenient ? "ieee" : precision)) {
+    out.family = "fallback";
+    out.fallback_reason = *r;
+    out.description = "fallback: " + *r;
+    return out;
+  }
+  Reason why_ieee;
+  // For a named variant the rules above read the switch; a thread setting it meanwhile
+  // changes only what this summary says, never what a call runs.
+  const Precision served = lenient ? lenient_precision(A, request, &why_ieee) : effective_precision(variant, request);
+  const Plan p = plan_of(A, B, *parse_variant(variant), served);
+  if (!why_ieee) why_ieee = p.tf32x3_declined;
+  out.precision = precision_name(why_ieee ? Precision::Ieee : served);
+  out.precision_fallback = why_ieee;
+  if (lenient && hands_to_torch(p)) {
+    out.family = "torch";
+    out.description = "torch fp32 (" + *why_ieee + ")";
+    return out;
+  }
+  out.family = family_name(p.family);
+  out.description = describe(p);
+  if (why_ieee) out.description += " (IEEE fp32: " + *why_ieee + ")";
+  if (!std::isnan(p.predicted_ns)) out.predicted_us = p.predicted_ns / 1000.0;
+  switch (p.family) {
+    case Family::Empty:
+      break;
+    case Family::Vectorized:
+    case Family::Gemv:
+      out.kernel = out.family;
+      break;
+    case Family::Tiled:
+    case Family::Async:
+      out.kernel = kernel_config_name(p.tiling.config);
+      out.split_k = p.tiling.splits;
+      out.stream_k = p.stream_k.has_value();
+      break;
+    case Family::Tf32x3:
+      out.kernel = kTf32x3Rows[p.tiling.config].name;
+      out.split_k = p.tiling.splits;
+      break;
+  }
+  if (p.copy_a.made) out.copy_a = order_name(p.copy_a.order);
+  if (p.copy_b.made) out.copy_b = order_name(p.copy_b.order);
+  out.orders = std::string(p.key.la == Layout::RowMajor ? "r" : "c") + (p.key.lb == Layout::RowMajor ? "r" : "c");
+  out.autotune_pending = p.autotune_pending;
+  return out;
+}
+
+std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant,
+                            const std::string& precision) {
+  return plan_summary(A, B, std::nullopt, variant, precision).description;
+}
+
+// The tuning cache holds the IEEE kernels' choices only; 3xTF32 is planned by rule.
+std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
+  const Reason reason = fallback_reason(A, B, std::nullopt, "auto", "ieee");
+  TORCH_CHECK(!reason, "vecgemm: A @ B falls back (", reason.value_or(""), "), so it has no tuning key");
+  return plan_of(A, B, AutoSelect{}, Precision::Ieee).key.str();
+}
+
+int resident_blocks(const std::string& config) {
+  const auto row = kernel_config_of(config);
+  TORCH_CHECK(row.has_value(), "vecgemm: unknown kernel config '", config, "'");
+  const int device = c10::cuda::current_device();
+  const TiledKernel kernel = tiled_kernel(*row, Layout::ColMajor, Layout::RowMajor, true);
+  return sm_count(device) * blocks_per_sm(kernel, device);
+}
+
+TORCH_LIBRARY_IMPL(vecgemm, CUDA, m) {
+  m.impl("sgemm", &sgemm_cuda);
+  m.impl("sgemm_", &sgemm_inplace_cuda);
+  m.impl("gemm", &gemm_cuda);
+}
+
+}  // namespace vecgemm

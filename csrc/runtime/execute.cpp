@@ -1,0 +1,208 @@
+#include "runtime/execute.h"
+
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "kernels/launchers.h"
+#include "kernels/simt/kernel_configs.h"
+#include "planner/tf32x3_rows.h"
+#include "runtime/autotune.h"
+
+namespace vecgemm {
+namespace {
+
+
+// The same values in storage of the given order, rows starting 16-byte aligned, with the K
+// dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu,
+// or transpose_copy.cu when the order changes).
+at::Tensor padded_copy(const at::Tensor& t, int k_dim, int64_t k_padded, Layout order) {
+  if (t.dim() == 3 && t.size(0) > 1 && t.stride(0) == 0) {  // keep a broadcast batch broadcast
+    const at::Tensor one = padded_copy(t.select(0, 0), k_dim, k_padded, order);
+    return one.unsqueeze(0).expand({t.size(0), one.size(0), one.size(1)});
+  }
+  // Source and copy as views whose last dimension is the contiguous one.
+  const bool src_row_major = storage_of(t)->layout == Layout::RowMajor;
+  const bool dst_row_major = order == Layout::RowMajor;
+  const at::Tensor rows = src_row_major ? t : t.transpose(-1, -2);
+  std::vector<int64_t> sizes = t.sizes().vec();  // the copy's, in t's (logical) terms
+  sizes[sizes.size() + k_dim] = k_padded;
+  if (!dst_row_major) std::swap(sizes[sizes.size() - 1], sizes[sizes.size() - 2]);
+  const int64_t width = sizes.back();
+  sizes.back() = (width + 3) / 4 * 4;
+  TORCH_CHECK(sizes.back() <= std::numeric_limits<int>::max(), "vecgemm: padded operand too large");
+  const at::Tensor copy = at::empty(sizes, t.options());
+  const bool batched = rows.dim() == 3;
+  const PadCopy c{rows.data_ptr<float>(), rows.stride(-2), batched ? rows.stride(0) : 0,
+                  int(rows.size(-2)), int(rows.size(-1)), copy.data_ptr<float>(),
+                  int(copy.size(-2)), int(copy.size(-1)), batched ? int(rows.size(0)) : 1};
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  if (src_row_major == dst_row_major)
+    launch_pad_copy(c, stream);
+  else
+    launch_transpose_copy(c, stream);
+  const at::Tensor view = copy.narrow(-1, 0, width);
+  return dst_row_major ? view : view.transpose(-1, -2);
+}
+
+// The operands' part of the kernel parameters; the caller fills in D and C.
+GemmParams operand_params(const at::Tensor& A, const at::Tensor& B, double alpha) {
+  const GemmShape s = shape_of(A, B);
+  GemmParams p{};
+  p.m = int(s.m), p.n = int(s.n), p.k = int(s.k), p.batch = int(s.batch);
+  p.a = Operand{A.data_ptr<float>(), storage_of(A)->ld, A.dim() == 3 ? A.stride(0) : 0};
+  p.b = Operand{B.data_ptr<float>(), storage_of(B)->ld, B.dim() == 3 ? B.stride(0) : 0};
+  p.alpha = float(alpha);
+  p.k_splits = 1, p.k_slice = p.k;
+  return p;
+}
+
+// The stream-K tail's launch: its pieces' workspace, the whole waves and the tail, the
+// fix-up. False where the workspace cannot be had.
+bool run_stream_k(const GemmParams& p, const ProblemKey& key, int config, cudaStream_t stream) {
+  const auto sk = stream_k_schedule(key, config);
+  if (!sk) return false;
+  const Tiling& t = kKernelConfigs[config].tiling;
+  at::Tensor pieces;  // two partial tiles a block
+  try {
+    pieces = at::empty({2 * int64_t(sk->blocks) * t.bm * t.bn}, at::device(at::kCUDA).dtype(at::kFloat));
+  } catch (const c10::OutOfMemoryError&) {
+    return false;
+  }
+  GemmParams q = p;
+  q.workspace = pieces.data_ptr<float>();
+  tiled_kernel(config, key.la, key.lb, key.vec4).stream_k(q, *sk, stream);
+  launch_stream_k_fixup(q, *sk, t.bm, t.bn, stream);
+  return true;
+}
+
+// Launches a kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K
+// workspace, batches walked in chunks past grid.z's limit (batch x splits <= 65535), and
+// after each chunk's kernel the split-K reduction. Every family that writes split-K
+// partials (epilogue.cuh's store_partial4) runs through here.
+template <class Launch>
+void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream) {
+  int max_batch = std::max(1, 65535 / p.k_splits);
+  at::Tensor workspace;
+  if (p.k_splits > 1) {
+    // Sized for the largest batch chunk. Where the caching allocator cannot give it, the
+    // kernel runs over the whole of K instead.
+    try {
+      workspace = at::empty({int64_t(p.k_splits) * std::min(max_batch, batch) * p.m * p.n},
+                            at::device(at::kCUDA).dtype(at::kFloat));
+      p.workspace = workspace.data_ptr<float>();
+    } catch (const c10::OutOfMemoryError&) {
+      p.k_slice = p.k, p.k_splits = 1;
+      max_batch = 65535;
+    }
+  }
+  for (int b0 = 0; b0 < batch; b0 += max_batch) {
+    GemmParams q = p;
+    q.batch = std::min(max_batch, batch - b0);
+    q.a.ptr += b0 * p.a.batch_stride;
+    q.b.ptr += b0 * p.b.batch_stride;
+    if (q.c != nullptr) q.c += b0 * p.c_batch_stride;
+    q.d += b0 * p.d_batch_stride;
+    launch(q);
+    if (p.k_splits > 1) launch_splitk_reduce(q, stream);
+  }
+}
+
+// The 3xTF32 row of the plan, split as planned (whole K tiles of the row's bk).
+void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
+  const Tf32x3Row& row = kTf32x3Rows[plan.tiling.config];
+  p.k_slice = slice_for(p.k, plan.tiling.splits, row.bk);
+  p.k_splits = int(ceil_div(p.k, p.k_slice));
+  const ProblemKey& key = plan.key;
+  run_split_k(p, key.batch, [&](const GemmParams& q) {
+    // The caching allocator's block is stream-ordered: free for reuse once this stream's
+    // work up to here is done, so it can be released as soon as the launches are queued.
+    at::Tensor scratch;
+    if (row.scratch_bytes != nullptr)
+      scratch = at::empty({int64_t(row.scratch_bytes(q, key.la, key.lb, plan.kernel_splits))},
+                          at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
+    row.launch(row.config, q, key.la, key.lb, key.vec4, plan.kernel_splits,
+               scratch.defined() ? scratch.data_ptr() : nullptr, stream);
+  }, stream);
+}
+
+}  // namespace
+
+void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStream_t stream) {
+  const TiledKernel kernel = tiled_kernel(choice.config, key.la, key.lb, key.vec4);
+  TORCH_INTERNAL_ASSERT(kernel.launch != nullptr, "vecgemm: no ", kernel_config_name(choice.config),
+                        " kernel for ", key.str());
+  p.k_slice = slice_for(p.k, choice.splits, kKernelConfigs[choice.config].tiling.bk);
+  p.k_splits = int(ceil_div(p.k, p.k_slice));
+  if (choice.stream_k && p.k_splits == 1 && run_stream_k(p, key, choice.config, stream)) return;
+  run_split_k(p, key.batch, [&](const GemmParams& q) { kernel.launch(q, stream); }, stream);
+}
+
+void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
+             const std::optional<at::Tensor>& C, double alpha, double beta) {
+  const GemmShape s = shape_of(A, B);
+  const bool use_c = C.has_value() && beta != 0.0;
+  const auto out_sizes = s.out_sizes();
+  if (planned.family == Family::Empty) {
+    if (s.batch == 0 || s.m == 0 || s.n == 0) return;
+    // An empty sum: D = beta * C.
+    if (!use_c) {
+      D.zero_();
+    } else {
+      if (!D.is_same(*C)) D.copy_(C->expand(out_sizes));
+      D.mul_(beta);
+    }
+    return;
+  }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+
+  Plan plan = planned;
+  at::Tensor a = A, b = B;
+  if (plan.copy_a.made || plan.copy_b.made) {
+    try {
+      if (plan.copy_a.made) a = padded_copy(A, -1, plan.key.k, plan.copy_a.order);
+      if (plan.copy_b.made) b = padded_copy(B, -2, plan.key.k, plan.copy_b.order);
+    } catch (const c10::OutOfMemoryError&) {
+      // Both or neither, since a padded K must be the same in A and B.
+      a = A, b = B;
+      plan = vecgemm::plan(problem_of(A, B, plan.key.out_vec4), AutoSelect{}, Precision::Ieee, /*allow_copies=*/false);
+    }
+  }
+
+  GemmParams p = operand_params(a, b, alpha);
+  p.d = D.data_ptr<float>();
+  p.d_ld = D.stride(-2);
+  p.d_batch_stride = D.dim() == 3 ? D.stride(0) : 0;
+  p.d_vec4 = plan.key.out_vec4;
+  p.beta = use_c ? float(beta) : 0.0f;
+
+  if (plan.family == Family::Vectorized) {
+    // The seed's kernel reads beta * C from D itself.
+    if (use_c && !D.is_same(*C)) D.copy_(C->expand(out_sizes));
+    launch_vectorized(p, stream);
+    return;
+  }
+  if (use_c) {
+    const at::Tensor c = C->expand(out_sizes);
+    p.c = c.data_ptr<float>();
+    p.c_row_stride = c.stride(-2), p.c_col_stride = c.stride(-1);
+    p.c_batch_stride = c.dim() == 3 ? c.stride(0) : 0;
+    p.c_vec4 = aligned16(p.c) && p.c_col_stride == 1 && p.c_row_stride % 4 == 0 && p.c_batch_stride % 4 == 0;
+  }
+  if (plan.family == Family::Gemv) {
+    launch_gemv(p, plan.key.la, plan.key.lb, stream);
+    return;
+  }
+  if (plan.family == Family::Tf32x3) {
+    run_tf32x3(p, plan, stream);
+    return;
+  }
+  TilingChoice choice = plan.tiling;
+  if (plan.autotune_pending && !capturing(stream)) choice = autotune(plan.key, p, stream);
+  run_tiled(p, plan.key, choice, stream);
+}
+
+}  // namespace vecgemm

@@ -1,0 +1,29 @@
+// Execution of a plan (plan.h): the operand copies, the kernel launches, the second passes,
+// their workspaces, on the current stream under the caller's device guard.
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <cuda_runtime_api.h>
+
+#include <optional>
+
+#include "planner/plan.h"
+
+namespace vecgemm {
+
+// D = alpha * A @ B + beta * C as `plan` says, with D row-major; C (any strides, broadcast
+// allowed) is only read when beta != 0 and may be D itself. The plan is of (A, B) for this
+// D (plan_of); the caller has checked the rules.
+//
+// Execution departs from the plan only for memory: the copies, the split-K workspace and
+// the stream-K pieces are temporary tensors from PyTorch's caching allocator, for speed
+// only, and where one cannot be had the product runs without it (the operands as they are,
+// unsplit, no tail), with the same result. In autotune mode a problem met for the first
+// time has its candidates timed first (runtime/autotune.h).
+void execute(const Plan& plan, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
+             const std::optional<at::Tensor>& C, double alpha, double beta);
+
+// Runs the tiled kernel of `choice` (and the split-K reduction or the stream-K tail and its
+// fix-up) on the operands of p; walks batches past grid limits.
+void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStream_t stream);
+
+}  // namespace vecgemm

@@ -1,0 +1,35 @@
+// Controls of the planner's autotune mode and its cache (planner/tuning_cache.cpp;
+// no-ops in a CPU-only build). Python saves and restores the cache as JSON.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace vecgemm {
+
+void set_autotune(bool enabled);
+bool autotune_enabled();
+// (problem key, configuration name, split-K factor, stream-K tail), sorted by key.
+using TuningEntry = std::tuple<std::string, std::string, int, bool>;
+std::vector<TuningEntry> tuning_entries();
+// stream_k asks for the stream-K tail (unsplit only); where the problem has none, the
+// tiling runs without it.
+void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k);
+// The key under which the auto variant caches the choice for A @ B (of the operands it
+// multiplies, after its copies; D freshly allocated).
+std::string tuning_key(const at::Tensor& A, const at::Tensor& B);
+void clear_tuning_cache();
+// The cost model's view of a tuning key on the current CUDA device: every candidate
+// (predicted ns, configuration name, split-K factor, stream-K tail), fastest first, as the
+// planner ranks them. For probes that set the model's predictions beside measured times.
+using RankedChoice = std::tuple<double, std::string, int, bool>;
+std::vector<RankedChoice> model_ranking(const std::string& key);
+
+// Measurement knob: whether the second passes (split-K reduction, stream-K fix-up) may
+// overlap the end of the kernel before them (programmatic dependent launch; on unless
+// VECGEMM_DEPENDENT_LAUNCH=0).
+void set_dependent_launch(bool enabled);
+
+}  // namespace vecgemm
