@@ -144,9 +144,10 @@ def headline(slug):
         s = data["summary"]
         answer = (f"{s['problems']} problems: geometric mean {s['geomean']:.3f}x, lowest {_ratio(s['lowest'])}, "
                   f"{s['below_0_95']} below 0.95x")
+        if kind != "sweep":
+            answer += f"; {s['on_3xtf32']} run on 3xTF32, the rest on fp32"
         if "error_highest" in s:
-            answer += (f"; {s['on_3xtf32']} run on 3xTF32, the rest on fp32; error at most "
-                       f"{_ratio(s['error_highest'])} torch.matmul's")
+            answer += f"; error at most {_ratio(s['error_highest'])} torch.matmul's"
         row(f"{question} (seed {data['settings']['seed']})", answer, kind)
     data = load(slug, "precision")
     if data is not None:
