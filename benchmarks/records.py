@@ -21,6 +21,10 @@ A set holds one record of each kind (KINDS), each measured from a committed chec
             MLP, each trained with torch.nn.Linear and with torch_vecgemm's, timed eager and
             compiled): train.json (the stamp, the settings, the loss curves, the agreement
             check, tokens/s, what inductor generated), train.png, train.md
+    device  the GPU's facts as the planner reads them (SMs, compute capability, each kernel
+            instance's resident blocks, which 3xTF32 rows run): device.json, from which
+            tests/test_recorded_device.py plans the sweeps' problems without the GPU and
+            checks them against the plans of record
     precision  accuracy and speed of the fp32 paths (precision.py at its defaults: cuBLAS
             SGEMM, torch_vecgemm IEEE and 3xTF32, Triton ieee and tf32x3, cuBLAS TF32 at
             2048, 4096 and 8192, their errors against float64 at 4096, and 3xTF32 on the
@@ -55,7 +59,7 @@ TRAIN_BEGIN, TRAIN_END = "<!-- train:begin -->", "<!-- train:end -->"
 RECORD_ARGS = ["--suite", "square,model", "--layouts", "rr", "--variants", "auto,vectorized"]
 # The training benchmark of record: train.py's defaults (models.json's default preset).
 TRAIN_ARGS = []
-KINDS = ("bench", "sweep", "sweep_3xtf32", "sweep_3xtf32_seed1", "host", "train", "precision")
+KINDS = ("bench", "sweep", "sweep_3xtf32", "sweep_3xtf32_seed1", "host", "train", "precision", "device")
 # Each sweep kind's seed and precision (128 problems each).
 SWEEPS = {"sweep": (0, "ieee"), "sweep_3xtf32": (0, "3xtf32"), "sweep_3xtf32_seed1": (1, "3xtf32")}
 SWEEP_COUNT = 128
@@ -306,7 +310,19 @@ def measure_precision(slug):
     _wrote(precision.write(data, os.path.join(ROOT, slug, "precision")))
 
 
+def measure_device(slug):
+    import torch_vecgemm
+    from benchmarks.common import machine_info
+
+    data = dict(machine=machine_info(), facts=torch_vecgemm._C._testing.device_facts())
+    path = os.path.join(ROOT, slug, "device.json")
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    _wrote([path])
+
+
 MEASURE = {"bench": measure_bench, "host": measure_host, "train": measure_train, "precision": measure_precision,
+           "device": measure_device,
            **{kind: (lambda slug, kind=kind: measure_sweep(slug, kind)) for kind in SWEEPS}}
 
 

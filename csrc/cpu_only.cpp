@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "aten_override.h"
+#include "device_facts.h"
 #include "plan_summary.h"
 #include "rules.h"
 #include "tuning_controls.h"
@@ -50,6 +51,20 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
 }
 
 std::vector<int> built_architectures() { return {}; }
+
+DeviceFacts current_device_facts() {
+  TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no device facts");
+}
+int add_recorded_device(const DeviceFacts&) {
+  TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no planner to plan for a recorded device");
+}
+std::string profile_name(int) {
+  TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no device profiles");
+}
+PlanSummary recorded_plan_summary(int, int64_t, int64_t, int64_t, int64_t, const std::string&, bool, bool,
+                                  const std::string&) {
+  TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no planner");
+}
 
 int resident_blocks(const std::string&) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no kernel has resident blocks");

@@ -3,11 +3,65 @@
 #include <torch/extension.h>
 
 #include "aten_override.h"
+#include "device_facts.h"
 #include "op_handles.h"
 #include "plan_summary.h"
 #include "precision.h"
 #include "rules.h"
 #include "tuning_controls.h"
+
+namespace {
+
+py::dict summary_dict(const vecgemm::PlanSummary& s) {
+  py::dict d;
+  d["family"] = s.family;
+  d["kernel"] = s.kernel;
+  d["split_k"] = s.split_k;
+  d["stream_k"] = s.stream_k;
+  d["copy_a"] = s.copy_a;
+  d["copy_b"] = s.copy_b;
+  d["orders"] = s.orders;
+  d["fallback_reason"] = s.fallback_reason;
+  d["precision"] = s.precision;
+  d["precision_fallback"] = s.precision_fallback;
+  d["autotune_pending"] = s.autotune_pending;
+  d["predicted_us"] = s.predicted_us;
+  d["description"] = s.description;
+  return d;
+}
+
+// DeviceFacts as JSON-ready data: {"name", "sms", "capability", "tiled": [[config, orders,
+// vec4, blocks], ...], "tf32x3": [[row, blocks, violation or None], ...]}.
+py::dict facts_dict(const vecgemm::DeviceFacts& f) {
+  py::list tiled, tf32x3;
+  for (const auto& t : f.tiled) tiled.append(py::make_tuple(t.config, t.orders, t.vec4, t.blocks));
+  for (const auto& r : f.tf32x3) tf32x3.append(py::make_tuple(r.row, r.blocks, r.violation));
+  py::dict d;
+  d["name"] = f.name;
+  d["sms"] = f.sms;
+  d["capability"] = f.capability;
+  d["tiled"] = tiled;
+  d["tf32x3"] = tf32x3;
+  return d;
+}
+
+vecgemm::DeviceFacts facts_of(const py::dict& d) {
+  vecgemm::DeviceFacts f;
+  f.name = d["name"].cast<std::string>();
+  f.sms = d["sms"].cast<int>();
+  f.capability = d["capability"].cast<int>();
+  for (const auto& t : d["tiled"].cast<py::list>()) {
+    const auto x = t.cast<py::sequence>();
+    f.tiled.push_back({x[0].cast<std::string>(), x[1].cast<std::string>(), x[2].cast<bool>(), x[3].cast<int>()});
+  }
+  for (const auto& r : d["tf32x3"].cast<py::list>()) {
+    const auto x = r.cast<py::sequence>();
+    f.tf32x3.push_back({x[0].cast<std::string>(), x[1].cast<int>(), x[2].cast<std::optional<std::string>>()});
+  }
+  return f;
+}
+
+}  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // The lenient op and linear through typed dispatcher handles: what torch.ops.vecgemm.gemm /
@@ -66,24 +120,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def(
       "plan",
       [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, const std::string& variant,
-         const std::string& precision) {
-        const vecgemm::PlanSummary s = vecgemm::plan_summary(A, B, C, variant, precision);
-        py::dict d;
-        d["family"] = s.family;
-        d["kernel"] = s.kernel;
-        d["split_k"] = s.split_k;
-        d["stream_k"] = s.stream_k;
-        d["copy_a"] = s.copy_a;
-        d["copy_b"] = s.copy_b;
-        d["orders"] = s.orders;
-        d["fallback_reason"] = s.fallback_reason;
-        d["precision"] = s.precision;
-        d["precision_fallback"] = s.precision_fallback;
-        d["autotune_pending"] = s.autotune_pending;
-        d["predicted_us"] = s.predicted_us;
-        d["description"] = s.description;
-        return d;
-      },
+         const std::string& precision) { return summary_dict(vecgemm::plan_summary(A, B, C, variant, precision)); },
       py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
       py::arg("precision") = "auto", "How alpha * A @ B + beta * C would run (pure: nothing is allocated, launched or timed).");
   m.def("built_architectures", &vecgemm::built_architectures,
@@ -100,4 +137,20 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
               "VECGEMM_DEPENDENT_LAUNCH=0).");
   testing.def("resident_blocks", &vecgemm::resident_blocks, py::arg("config"),
               "Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per SM).");
+  // Planning without the GPU (device_facts.h): a GPU's facts recorded there, planned for here.
+  testing.def("device_facts", [] { return facts_dict(vecgemm::current_device_facts()); },
+              "The current CUDA device's facts as the planner reads them, as JSON-ready data.");
+  testing.def("add_recorded_device", [](const py::dict& facts) { return vecgemm::add_recorded_device(facts_of(facts)); },
+              py::arg("facts"), "A device index under which plans are made for device_facts() data.");
+  testing.def("profile_name", &vecgemm::profile_name, py::arg("device"),
+              "The measured profile a CUDA or recorded device is planned with, or 'neutral'.");
+  testing.def(
+      "recorded_plan",
+      [](int device, int64_t m, int64_t n, int64_t k, const std::string& orders, bool a_vec4, bool b_vec4,
+         const std::string& precision, int64_t batch) {
+        return summary_dict(vecgemm::recorded_plan_summary(device, batch, m, n, k, orders, a_vec4, b_vec4, precision));
+      },
+      py::arg("device"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("orders"), py::arg("a_vec4"),
+      py::arg("b_vec4"), py::arg("precision") = "auto", py::arg("batch") = 1,
+      "What torch_vecgemm.plan() says of dense operands of these shapes, orders and alignment on a recorded device.");
 }

@@ -55,7 +55,7 @@ double block_times(const ProblemKey& key, int config, int64_t real_splits, int s
   const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
   const TiledKernel kernel = kernel_for(key, config);
   const DeviceProfile& profile = profile_of(key.device);
-  const int occ = blocks_per_sm(kernel, key.device);
+  const int occ = blocks_per_sm(config, key.la, key.lb, key.vec4, key.device);
   const int64_t per_sm = ceil_div(blocks, sm_count(key.device));
   const int64_t full_waves = per_sm / occ, rest = per_sm % occ;
   const double throughput = rest * kernel.threads >= 8 * 32 ? 0.55 + 0.45 * double(rest) / occ
@@ -94,8 +94,8 @@ int tiles_in_flight(int config) {
 double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int slice) {
   const Tiling& t = tiling_of(config);
   const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
-  const TiledKernel kernel = kernel_for(key, config);
-  const int64_t rounds = ceil_div(ceil_div(blocks, sm_count(key.device)), blocks_per_sm(kernel, key.device));
+  const int64_t rounds =
+      ceil_div(ceil_div(blocks, sm_count(key.device)), blocks_per_sm(config, key.la, key.lb, key.vec4, key.device));
   return double(rounds) * double(ceil_div(slice, t.bk)) * profile_of(key.device).k_step_latency_ns /
          tiles_in_flight(config);
 }
@@ -113,7 +113,7 @@ double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk
   const int slice = slice_for(key.k, splits, t.bk);
   const int64_t real_splits = ceil_div(key.k, slice);
   const TiledKernel kernel = kernel_for(key, config);
-  const int occ = blocks_per_sm(kernel, key.device);
+  const int occ = blocks_per_sm(config, key.la, key.lb, key.vec4, key.device);
   const double waves =
       sk != nullptr ? stream_k_block_times(key, config, *sk) : block_times(key, config, real_splits, slice);
   const int order = order_index(key.la, key.lb);
@@ -182,7 +182,7 @@ std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config) {
   const TiledKernel kernel = kernel_for(key, config);
   if (kernel.stream_k == nullptr || key.batch != 1) return std::nullopt;
   const int64_t tiles = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn);
-  const int64_t slots = int64_t(sm_count(key.device)) * blocks_per_sm(kernel, key.device);
+  const int64_t slots = int64_t(sm_count(key.device)) * blocks_per_sm(config, key.la, key.lb, key.vec4, key.device);
   const int64_t whole = tiles / slots, tail = tiles % slots;
   if (whole == 0 || tail == 0) return std::nullopt;
   return StreamK{int(whole * slots), int(tail), int(ceil_div(key.k, t.bk)), int(slots)};

@@ -1,12 +1,14 @@
 #include "planner/device_profile.h"
 
 #include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstring>
 #include <map>
 #include <mutex>
+
+#include "planner/cost_model.h"  // runs_on
 
 namespace vecgemm {
 namespace {
@@ -88,20 +90,43 @@ void fill_figures(const char* profile, const KernelFigure* figures, int count, i
   }
 }
 
-DeviceProfile make_profile(const char* name, const KernelFigure* figures, int count, const KernelFigure* scalar_loads,
-                           int scalar_count, const int (&order_percent)[4]) {
+// What a profile's kernel figures leave to the GPU: its rates and costs.
+struct Rates {
+  double macs_per_ns_per_sm, bytes_per_ns, launch_ns, dependent_launch_ns, memory_latency_ns, k_step_latency_ns;
+};
+
+// The H200 (132 SMs, 1980 MHz), as measured there.
+constexpr Rates kH200Rates{
+    190.0,   // ~75% of 128 FP32 lanes at 1.98 GHz
+    3500.0,  // sustained HBM3e bandwidth
+    2500.0,
+    // Launched dependent on the kernel before it (dependent_launch.cuh), a second pass's
+    // launch overlaps that kernel's drain: 1.2-1.5 us of launch_ns saved at 128^3-256^3 (step 23).
+    1200.0,
+    800.0,
+    // tiled_64x64x8_t84 with one block a SM: 32 K steps in 17.8 us at 27x63x8146 (split-K
+    // 32), 13 in 8.2 us at 153x307x99, launch included.
+    520.0,
+};
+
+// A GPU without a measured profile: an A100 SXM's datasheet rates (64 FP32 lanes an SM at
+// 1.41 GHz, 2.0 TB/s of HBM2e), the most common GPU with none, at the fractions of its own
+// peaks the H200 sustains (75% of the FMA rate, 73% of the bandwidth), and the H200's
+// launch and latency costs. Only their ratios rank anything (compute against memory
+// against launches), and those are nearer an A100's, an L40's or an RTX card's than the
+// H200's own 54 multiply-adds a byte.
+constexpr Rates kNeutralRates{68.0, 1490.0, 2500.0, 1200.0, 800.0, 520.0};
+
+DeviceProfile make_profile(const char* name, const Rates& rates, const KernelFigure* figures, int count,
+                           const KernelFigure* scalar_loads, int scalar_count, const int (&order_percent)[4]) {
   DeviceProfile p{};
   p.name = name;
-  p.macs_per_ns_per_sm = 190.0;  // ~75% of 128 FP32 lanes at 1.98 GHz
-  p.bytes_per_ns = 3500.0;       // sustained HBM3e bandwidth
-  p.launch_ns = 2500.0;
-  // Launched dependent on the kernel before it (dependent_launch.cuh), a second pass's launch
-  // overlaps that kernel's drain: 1.2-1.5 us of launch_ns saved at 128^3-256^3 (step 23).
-  p.dependent_launch_ns = 1200.0;
-  p.memory_latency_ns = 800.0;
-  // tiled_64x64x8_t84 with one block a SM: 32 K steps in 17.8 us at 27x63x8146 (split-K 32),
-  // 13 in 8.2 us at 153x307x99, launch included.
-  p.k_step_latency_ns = 520.0;
+  p.macs_per_ns_per_sm = rates.macs_per_ns_per_sm;
+  p.bytes_per_ns = rates.bytes_per_ns;
+  p.launch_ns = rates.launch_ns;
+  p.dependent_launch_ns = rates.dependent_launch_ns;
+  p.memory_latency_ns = rates.memory_latency_ns;
+  p.k_step_latency_ns = rates.k_step_latency_ns;
   // A register-staged block's checked loop: 1.06-1.23x the unchecked one, by tiling.
   p.checked_loop = 1.15;
   // 0-16% lost (geometric mean 7%) at 768x4097x1024, 777x4097x1024 and 1024x50257x768 against
@@ -133,35 +158,100 @@ DeviceProfile make_profile(const char* name, const KernelFigure* figures, int co
 }
 
 const DeviceProfile& h200() {
-  static const DeviceProfile p = make_profile("NVIDIA H200", kH200Kernels, int(std::size(kH200Kernels)),
+  static const DeviceProfile p = make_profile("NVIDIA H200", kH200Rates, kH200Kernels, int(std::size(kH200Kernels)),
                                               kH200ScalarLoads, int(std::size(kH200ScalarLoads)), {96, 94, 100, 95});
   return p;
 }
 
-// Every kernel and storage order counts the same; the rates are the H200's, which only
-// weigh compute against memory traffic and launches, and 4-byte loads cost every kernel
-// alike.
+// Every kernel and storage order counts the same; 4-byte loads cost every kernel alike.
 const DeviceProfile& neutral() {
-  static const DeviceProfile p = make_profile("neutral", nullptr, 0, nullptr, 0, {100, 100, 100, 100});
+  static const DeviceProfile p = make_profile("neutral", kNeutralRates, nullptr, 0, nullptr, 0, {100, 100, 100, 100});
   return p;
 }
 
+// The measured profiles, by the GPUs they serve: a profile's figures belong to an SM
+// design and a count of SMs, not to a product name. The H100 SXM and GH200 are the H200's
+// GH100 with 132 SMs too (their memory's rate differs: it prices copies and reductions).
+struct ProfileFor {
+  int capability, sms;
+  const DeviceProfile& (*profile)();
+};
+constexpr ProfileFor kProfiles[] = {{90, 132, &h200}};
+
 std::mutex g_mutex;
+// Device kFirstRecordedDevice + i; reserved once, so that a record's address stays valid.
+constexpr size_t kMaxRecordedDevices = 64;
+std::vector<RecordedDevice> g_recorded;
+
+// runs_on's rule, for a capability rather than a device: cp.async needs sm_80.
+bool config_runs_at(int config, int capability) {
+  return kKernelConfigs[config].mainloop.family != MainloopFamily::CpAsync || capability >= 80;
+}
+
+std::string orders_name(Layout la, Layout lb) {
+  return std::string(la == Layout::RowMajor ? "r" : "c") + (lb == Layout::RowMajor ? "r" : "c");
+}
 
 }  // namespace
 
-const DeviceProfile& profile_of(int device) {
-  static std::map<int, const DeviceProfile*> profiles;
+const RecordedDevice* recorded_device(int device) {
+  if (device < kFirstRecordedDevice) return nullptr;
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = profiles.find(device);
-  if (it != profiles.end()) return *it->second;
-  cudaDeviceProp props{};
-  C10_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
-  const bool is_h200 = std::strstr(props.name, "H200") != nullptr;
-  return *(profiles[device] = is_h200 ? &h200() : &neutral());
+  const size_t i = size_t(device - kFirstRecordedDevice);
+  TORCH_CHECK(i < g_recorded.size(), "vecgemm: no recorded device ", std::to_string(device));
+  return &g_recorded[i];
+}
+
+int record_device(const DeviceFacts& facts) {
+  TORCH_CHECK(facts.sms > 0 && facts.capability > 0, "vecgemm: a recorded device needs its SMs and capability");
+  RecordedDevice r;
+  r.name = facts.name, r.sms = facts.sms, r.capability = facts.capability;
+  for (const auto& t : facts.tiled) {
+    const auto config = kernel_config_of(t.config);
+    TORCH_CHECK(config && (t.orders == "rr" || t.orders == "rc" || t.orders == "cr" || t.orders == "cc") && t.blocks > 0,
+                "vecgemm: recorded device '", facts.name, "': no kernel config '", t.config, "' ", t.orders,
+                " in this build, or no blocks");
+    const Layout la = t.orders[0] == 'r' ? Layout::RowMajor : Layout::ColMajor;
+    const Layout lb = t.orders[1] == 'r' ? Layout::RowMajor : Layout::ColMajor;
+    r.tiled_blocks[{*config, la, lb, t.vec4}] = t.blocks;
+  }
+  for (int c = 0; c < kNumKernelConfigs; ++c)
+    for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+      for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+        for (bool vec4 : {true, false})
+          TORCH_CHECK(tiled_kernel(c, la, lb, vec4).launch == nullptr || !config_runs_at(c, r.capability) ||
+                          r.tiled_blocks.count({c, la, lb, vec4}),
+                      "vecgemm: recorded device '", facts.name, "' has no occupancy for ", kernel_config_name(c), " ",
+                      orders_name(la, lb), vec4 ? " (16-byte loads)" : " (4-byte loads)",
+                      ": record it with this build's kernels");
+  bool seen[kNumTf32x3Rows] = {};
+  for (const auto& f : facts.tf32x3) {
+    const auto row = tf32x3_row_of(f.row);
+    TORCH_CHECK(row, "vecgemm: recorded device '", facts.name, "': no 3xTF32 row '", f.row, "' in this build");
+    seen[*row] = true;
+    r.tf32x3_blocks[*row] = f.blocks;
+    r.tf32x3_violations[*row] = f.violation;
+    TORCH_CHECK(f.violation || f.blocks > 0, "vecgemm: recorded device '", facts.name, "': ", f.row,
+                " runs there but has no blocks");
+  }
+  for (int row = 0; row < kNumTf32x3Rows; ++row)
+    TORCH_CHECK(seen[row], "vecgemm: recorded device '", facts.name, "' has no facts for ", kTf32x3Rows[row].name);
+  std::lock_guard<std::mutex> lock(g_mutex);
+  TORCH_CHECK(g_recorded.size() < kMaxRecordedDevices, "vecgemm: at most 64 recorded devices");
+  g_recorded.reserve(kMaxRecordedDevices);
+  g_recorded.push_back(std::move(r));
+  return kFirstRecordedDevice + int(g_recorded.size()) - 1;
+}
+
+const DeviceProfile& profile_of(int device) {
+  const int capability = compute_capability(device), sms = sm_count(device);
+  for (const ProfileFor& p : kProfiles)
+    if (p.capability == capability && p.sms == sms) return p.profile();
+  return neutral();
 }
 
 int sm_count(int device) {
+  if (const RecordedDevice* r = recorded_device(device)) return r->sms;
   static std::map<int, int> counts;
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = counts.find(device);
@@ -172,6 +262,7 @@ int sm_count(int device) {
 }
 
 int compute_capability(int device) {
+  if (const RecordedDevice* r = recorded_device(device)) return r->capability;
   static std::map<int, int> capabilities;
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = capabilities.find(device);
@@ -182,7 +273,14 @@ int compute_capability(int device) {
   return capabilities[device] = 10 * major + minor;
 }
 
-int blocks_per_sm(const TiledKernel& kernel, int device) {
+int blocks_per_sm(int config, Layout la, Layout lb, bool vec4, int device) {
+  if (const RecordedDevice* r = recorded_device(device)) {
+    auto it = r->tiled_blocks.find({config, la, lb, vec4});
+    TORCH_CHECK(it != r->tiled_blocks.end(), "vecgemm: recorded device '", r->name, "' has no occupancy for ",
+                kernel_config_name(config), " ", orders_name(la, lb));
+    return it->second;
+  }
+  const TiledKernel kernel = tiled_kernel(config, la, lb, vec4);
   static std::map<std::pair<const void*, int>, int> occupancy;
   std::lock_guard<std::mutex> lock(g_mutex);
   const auto key = std::make_pair(kernel.entry, device);
@@ -192,6 +290,28 @@ int blocks_per_sm(const TiledKernel& kernel, int device) {
   // The occupancy query is for the current device; the planner runs under the caller's guard.
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&v, kernel.entry, kernel.threads, 0));
   return occupancy[key] = std::max(v, 1);
+}
+
+DeviceFacts query_device_facts(int device) {
+  TORCH_CHECK(device >= 0 && device < kFirstRecordedDevice, "vecgemm: query_device_facts takes a CUDA device");
+  DeviceFacts out;
+  cudaDeviceProp props{};
+  C10_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+  out.name = props.name;
+  out.sms = sm_count(device);
+  out.capability = compute_capability(device);
+  const c10::cuda::CUDAGuard guard(device);
+  for (int c = 0; c < kNumKernelConfigs; ++c)
+    for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+      for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+        for (bool vec4 : {true, false})
+          if (tiled_kernel(c, la, lb, vec4).launch != nullptr && runs_on(c, device))
+            out.tiled.push_back({kernel_config_name(c), orders_name(la, lb), vec4, blocks_per_sm(c, la, lb, vec4, device)});
+  for (int r = 0; r < kNumTf32x3Rows; ++r) {
+    const Reason why = tf32x3_violation(r, device);
+    out.tf32x3.push_back({kTf32x3Rows[r].name, why ? 0 : tf32x3_blocks_per_sm(r, device), why});
+  }
+  return out;
 }
 
 }  // namespace vecgemm

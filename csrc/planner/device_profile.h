@@ -1,9 +1,19 @@
 // What the cost model knows of the GPU it plans for, in two parts: the facts read off the
-// device (SMs, how many blocks of each kernel stay resident), and the figures measured on
-// one kind of GPU (its profile: rates and each kernel's efficiency). A GPU without a
-// measured profile gets the neutral one, in which every kernel and storage order counts
-// the same and the waves decide; autotuning measures such a GPU instead (README).
+// device (SMs, compute capability, how many blocks of each kernel stay resident), and the
+// figures measured on one kind of GPU (its profile: rates and each kernel's efficiency),
+// chosen by its compute capability and SM count. A GPU without a measured profile gets the
+// neutral one, in which every kernel and storage order counts the same and the waves
+// decide; autotuning measures such a GPU instead (README).
+//
+// The device a plan is for is a CUDA device index, or a recorded device: another GPU's
+// facts given as data (device_facts.h), so that the planner runs, and its decisions can be
+// tested, on a machine without that GPU or any.
 #pragma once
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "device_facts.h"
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
 #include "planner/tf32x3_rows.h"
@@ -48,13 +58,34 @@ struct DeviceProfile {
   double tf32x3_kernel_split_ns[kNumTf32x3Rows];
 };
 
-// The profile of the given CUDA device: measured where there is one for its kind, else the
-// neutral one.
+// The profile of the device: the measured one of its compute capability and SM count where
+// there is one, else the neutral one.
 const DeviceProfile& profile_of(int device);
 
-// Facts of the given CUDA device, queried once and remembered (thread-safe).
+// Facts of the device, queried once and remembered for a CUDA device (thread-safe).
 int sm_count(int device);
 int compute_capability(int device);  // 10 * major + minor: 90 for sm_90
-int blocks_per_sm(const TiledKernel& kernel, int device);
+// Blocks of the tiled kernel config's instance for these storage orders and load width
+// resident on one SM.
+int blocks_per_sm(int config, Layout la, Layout lb, bool vec4, int device);
+
+// Device indices from here on are recorded devices (device_facts.h): their facts come from
+// data, and every query above answers from it.
+inline constexpr int kFirstRecordedDevice = 1 << 20;
+// A recorded device's facts by this build's table indices.
+struct RecordedDevice {
+  std::string name;
+  int sms = 0, capability = 0;
+  std::map<std::tuple<int, Layout, Layout, bool>, int> tiled_blocks;  // (config, orders, vec4)
+  int tf32x3_blocks[kNumTf32x3Rows] = {};
+  Reason tf32x3_violations[kNumTf32x3Rows];
+};
+// The facts behind a recorded device, checked against this build's tables (an error names
+// what is missing or unknown); its index.
+int record_device(const DeviceFacts& facts);
+// The record of a recorded device; null for a CUDA device.
+const RecordedDevice* recorded_device(int device);
+// A CUDA device's facts, every instance of this build queried.
+DeviceFacts query_device_facts(int device);
 
 }  // namespace vecgemm

@@ -80,6 +80,7 @@ std::optional<int> tf32x3_row_of(const std::string& name) {
 }
 
 Reason tf32x3_violation(int row, int device) {
+  if (const RecordedDevice* r = recorded_device(device)) return r->tf32x3_violations[row];
   static std::map<std::pair<int, int>, Reason> reasons;
   {
     std::lock_guard<std::mutex> lock(g_mutex);
@@ -104,6 +105,7 @@ Tf32x3Pick tf32x3_row_for(int device) {
 }
 
 int tf32x3_blocks_per_sm(int row, int device) {
+  if (const RecordedDevice* r = recorded_device(device)) return std::max(r->tf32x3_blocks[row], 1);
   static std::map<std::pair<int, int>, int> occupancy;
   {
     std::lock_guard<std::mutex> lock(g_mutex);

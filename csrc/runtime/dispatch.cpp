@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "device_facts.h"
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
 #include "plan_summary.h"
@@ -278,44 +279,10 @@ const char* family_name(Family f) {
 
 const char* order_name(Layout l) { return l == Layout::RowMajor ? "row-major" : "column-major"; }
 
-}  // namespace
-
-// ---- what rules.h and tuning_controls.h declare --------------------------------------------------
-
-Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                        const std::string& variant, PrecisionRequest precision) {
-  // C is only read by the out-of-place ops, so it adds no rule of its own.
-  (void)C;
-  if (auto r = violation(A, B, nullptr, variant)) return r;
-  return precision_violation(A, *parse_variant(variant), variant, precision);
-}
-
-Precision effective_precision(const std::string& variant, PrecisionRequest precision) {
-  if (precision != PrecisionRequest::Auto) return resolve(precision);
-  const auto parsed = parse_variant(variant);
-  if (!parsed || std::holds_alternative<AutoSelect>(*parsed)) return default_precision();
-  return std::holds_alternative<FixedTf32x3>(*parsed) ? Precision::Tf32x3 : Precision::Ieee;
-}
-
-std::vector<std::string> available_variants() { return variant_names(); }
-
-PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                         const std::string& variant, const std::string& precision) {
+// What plan_summary says of a plan made in the precision `served`; why_ieee: why IEEE runs
+// where 3xTF32 was asked for and the device cannot run it.
+PlanSummary summary_of(const Plan& p, bool lenient, Precision served, Reason why_ieee) {
   PlanSummary out;
-  const PrecisionRequest request = parse_precision(precision);
-  // Variant "auto" is the lenient op's plan: a 3xTF32 request it cannot serve runs IEEE.
-  const bool lenient = variant == "auto";
-  if (auto r = fallback_reason(A, B, C, variant, lenient ? "ieee" : precision)) {
-    out.family = "fallback";
-    out.fallback_reason = *r;
-    out.description = "fallback: " + *r;
-    return out;
-  }
-  Reason why_ieee;
-  // For a named variant the rules above read the switch; a thread setting it meanwhile
-  // changes only what this summary says, never what a call runs.
-  const Precision served = lenient ? lenient_precision(A, request, &why_ieee) : effective_precision(variant, request);
-  const Plan p = plan_of(A, B, *parse_variant(variant), served);
   if (!why_ieee) why_ieee = p.tf32x3_declined;
   out.precision = precision_name(why_ieee ? Precision::Ieee : served);
   out.precision_fallback = why_ieee;
@@ -353,6 +320,75 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
   return out;
 }
 
+}  // namespace
+
+// ---- what rules.h and tuning_controls.h declare --------------------------------------------------
+
+Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                        const std::string& variant, PrecisionRequest precision) {
+  // C is only read by the out-of-place ops, so it adds no rule of its own.
+  (void)C;
+  if (auto r = violation(A, B, nullptr, variant)) return r;
+  return precision_violation(A, *parse_variant(variant), variant, precision);
+}
+
+Precision effective_precision(const std::string& variant, PrecisionRequest precision) {
+  if (precision != PrecisionRequest::Auto) return resolve(precision);
+  const auto parsed = parse_variant(variant);
+  if (!parsed || std::holds_alternative<AutoSelect>(*parsed)) return default_precision();
+  return std::holds_alternative<FixedTf32x3>(*parsed) ? Precision::Tf32x3 : Precision::Ieee;
+}
+
+std::vector<std::string> available_variants() { return variant_names(); }
+
+PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                         const std::string& variant, const std::string& precision) {
+  PlanSummary out;
+  const PrecisionRequest request = parse_precision(precision);
+  // Variant "auto" is the lenient op's plan: a 3xTF32 request it cannot serve runs IEEE.
+  const bool lenient = variant == "auto";
+  if (auto r = fallback_reason(A, B, C, variant, lenient ? "ieee" : precision)) {
+    out.family = "fallback";
+    out.fallback_reason = *r;
+    out.description = "fallback: " + *r;
+    return out;
+  }
+  Reason why_ieee;
+  // For a named variant the rules above read the switch; a thread setting it meanwhile
+  // changes only what this summary says, never what a call runs.
+  const Precision served = lenient ? lenient_precision(A, request, &why_ieee) : effective_precision(variant, request);
+  return summary_of(plan_of(A, B, *parse_variant(variant), served), lenient, served, why_ieee);
+}
+
+DeviceFacts current_device_facts() { return query_device_facts(c10::cuda::current_device()); }
+
+int add_recorded_device(const DeviceFacts& facts) { return record_device(facts); }
+
+std::string profile_name(int device) { return profile_of(device).name; }
+
+PlanSummary recorded_plan_summary(int device, int64_t batch, int64_t m, int64_t n, int64_t k, const std::string& orders,
+                                  bool a_vec4, bool b_vec4, const std::string& precision) {
+  TORCH_CHECK(recorded_device(device) != nullptr, "vecgemm: device ", std::to_string(device),
+              " is not a recorded device (add_recorded_device gives one)");
+  TORCH_CHECK(orders.size() == 2 && (orders[0] == 'r' || orders[0] == 'c') && (orders[1] == 'r' || orders[1] == 'c'),
+              "vecgemm: orders must be one of rr, rc, cr, cc, not '", orders, "'");
+  TORCH_CHECK(std::min({batch, m, n, k}) >= 1 && std::max({batch, m, n, k}) <= kMaxDimension,
+              "vecgemm: a recorded plan's batch, M, N and K must be between 1 and 2^31 - 257");
+  const Layout la = orders[0] == 'r' ? Layout::RowMajor : Layout::ColMajor;
+  const Layout lb = orders[1] == 'r' ? Layout::RowMajor : Layout::ColMajor;
+  // Dense operands, each row starting where the alignment flags say; a fresh output.
+  const Problem problem{GemmShape{batch, m, n, k, batch > 1},
+                        MatrixStorage{la, la == Layout::RowMajor ? k : m},
+                        MatrixStorage{lb, lb == Layout::RowMajor ? n : k},
+                        a_vec4, b_vec4, false, false, n % 4 == 0, device};
+  Reason why_ieee;
+  Precision served = effective_precision("auto", parse_precision(precision));
+  if (served == Precision::Tf32x3) {
+    if ((why_ieee = tf32x3_row_for(device).reason)) served = Precision::Ieee;
+  }
+  return summary_of(plan(problem, AutoSelect{}, served), true, served, why_ieee);
+}
+
 std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant,
                             const std::string& precision) {
   return plan_summary(A, B, std::nullopt, variant, precision).description;
@@ -369,8 +405,7 @@ int resident_blocks(const std::string& config) {
   const auto row = kernel_config_of(config);
   TORCH_CHECK(row.has_value(), "vecgemm: unknown kernel config '", config, "'");
   const int device = c10::cuda::current_device();
-  const TiledKernel kernel = tiled_kernel(*row, Layout::ColMajor, Layout::RowMajor, true);
-  return sm_count(device) * blocks_per_sm(kernel, device);
+  return sm_count(device) * blocks_per_sm(*row, Layout::ColMajor, Layout::RowMajor, true, device);
 }
 
 TORCH_LIBRARY_IMPL(vecgemm, CUDA, m) {

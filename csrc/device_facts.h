@@ -1,0 +1,51 @@
+// A GPU's facts as plain data: what the planner reads off a device (its SMs, compute
+// capability, how many blocks of each kernel stay resident on an SM, which 3xTF32 rows run
+// there), so that it can plan for that GPU on a machine without it, and CI can test its
+// decisions (torch_vecgemm._C._testing; the records keep the H200's). By names, so that a
+// record is read against whatever tables this build has.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "plan_summary.h"
+
+namespace vecgemm {
+
+struct DeviceFacts {
+  std::string name;
+  int sms = 0, capability = 0;
+  struct TiledOccupancy {
+    std::string config, orders;  // a kernel config's name; "rr" .. "cc"
+    bool vec4;                   // the 16-byte-load instance, else the 4-byte one
+    int blocks;                  // resident on one SM
+  };
+  std::vector<TiledOccupancy> tiled;
+  struct Tf32x3Facts {
+    std::string row;
+    int blocks;                            // resident on one SM; 0 where the row cannot run
+    std::optional<std::string> violation;  // why the row cannot run there; none: it runs
+  };
+  std::vector<Tf32x3Facts> tf32x3;
+};
+
+// The current CUDA device's facts, every instance of this build queried.
+DeviceFacts current_device_facts();
+
+// A recorded device: plans can be made for these facts from now on, under the returned
+// device index. They must cover every instance this build has and every 3xTF32 row.
+int add_recorded_device(const DeviceFacts& facts);
+
+// The name of the measured profile the planner prices the device with ("neutral" where it
+// has none): chosen by compute capability and SM count.
+std::string profile_name(int device);
+
+// The lenient op's plan (variant "auto", a fresh dense output) of a product given by its
+// numbers, on a recorded device: orders "rr" .. "cc" (A's, B's), a_vec4 / b_vec4 whether
+// every row of the operand starts 16-byte aligned. What torch_vecgemm.plan() says of such
+// tensors on that GPU, decided without it.
+PlanSummary recorded_plan_summary(int device, int64_t batch, int64_t m, int64_t n, int64_t k, const std::string& orders,
+                                  bool a_vec4, bool b_vec4, const std::string& precision);
+
+}  // namespace vecgemm

@@ -1,0 +1,148 @@
+"""The planner without a GPU (csrc/device_facts.h): a GPU's facts given as data, its plans
+made on any machine with the CUDA build, CI's included. The decisions the rules promise
+(which 3xTF32 row, where 3xTF32 is declined, which profile prices a GPU) are tested on
+facts built here; the plans of record (benchmarks/records/h200/) against the H200's facts
+recorded there.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import torch_vecgemm
+from conftest import TF32X3_KERNELS, TILINGS, requires_kernels
+
+pytestmark = requires_kernels
+_testing = torch_vecgemm._C._testing
+RECORDS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "records", "h200")
+WGMMA = "tf32x3_128x128_wgmma"
+
+
+def _row_blocks(row):
+    """A 3xTF32 row's resident blocks as on the H200: one of a 128 x 128 tile, four of the
+    narrow-side kernel, two of the others."""
+    return 1 if "128x128" in row else 4 if "_few_" in row else 2
+
+
+def facts(capability=90, sms=132, violations=None, name="facts built by the test"):
+    """Facts of a GPU on which every tiled instance keeps two blocks an SM and each 3xTF32
+    row its H200 count, but the rows `violations` names (row -> reason), which cannot run."""
+    violations = violations or {}
+    return dict(
+        name=name, sms=sms, capability=capability,
+        tiled=[[c, o, v, 2] for c in TILINGS for o in ("rr", "rc", "cr", "cc") for v in (True, False)],
+        tf32x3=[[r, 0 if r in violations else _row_blocks(r), violations.get(r)] for r in TF32X3_KERNELS],
+    )
+
+
+@pytest.fixture(scope="module")
+def h200_like():
+    return _testing.add_recorded_device(facts())
+
+
+def plan(device, m, n, k, orders="rr", precision="ieee", aligned=True):
+    return _testing.recorded_plan(device, m, n, k, orders, aligned, aligned, precision)
+
+
+def test_ieee_plans_a_tiling_and_prices_it(h200_like):
+    p = plan(h200_like, 4096, 4096, 4096)
+    assert p["family"] in ("tiled", "async") and p["kernel"] in TILINGS
+    assert p["precision"] == "ieee" and p["predicted_us"] > 0
+    assert plan(h200_like, 4096, 4096, 4096) == p  # pure: the same facts, the same plan
+
+
+@pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
+def test_3xtf32_takes_wgmma_where_it_runs_and_mma_sync_elsewhere(h200_like):
+    assert plan(h200_like, 4096, 4096, 4096, precision="3xtf32")["kernel"] == WGMMA
+    ampere = _testing.add_recorded_device(facts(80, 108, {WGMMA: "needs sm_90a"}))
+    p = plan(ampere, 4096, 4096, 4096, precision="3xtf32")
+    assert p["family"] == "tf32x3" and p["kernel"] != WGMMA and p["kernel"].endswith("_mma")
+    # On the H200's profile mma.sync runs 3xTF32 at ~1.1x cuBLAS fp32 (step 31): a build
+    # without the wgmma row gives such products to fp32 rather than run them slower.
+    no_wgmma = _testing.add_recorded_device(facts(90, 132, {WGMMA: "not built"}))
+    assert "not predicted faster" in plan(no_wgmma, 4096, 4096, 4096, precision="3xtf32")["precision_fallback"]
+
+
+def test_3xtf32_declined_below_its_accuracy_floor(h200_like):
+    # 64 products a sum: fp32's error is below 3xTF32's floor (plan.cpp, tf32x3_declined).
+    p = plan(h200_like, 2048, 2048, 64, precision="3xtf32")
+    assert p["precision"] == "ieee" and "less accurate" in p["precision_fallback"]
+    assert p["family"] == "torch"  # the lenient op hands a declined product to torch
+
+
+def test_3xtf32_on_a_gpu_without_a_row_runs_ieee_and_says_why():
+    none_run = _testing.add_recorded_device(facts(75, 40, {r: f"{r} cannot run here" for r in TF32X3_KERNELS}))
+    p = plan(none_run, 4096, 4096, 4096, precision="3xtf32")
+    assert p["precision"] == "ieee" and p["precision_fallback"].endswith("cannot run here")
+
+
+def test_the_profile_follows_capability_and_sm_count(h200_like):
+    """The H200's measured figures serve every GH100 of 132 SMs, whatever its name (the H100
+    SXM's and GH200's too); any other GPU gets the neutral profile, with rates of its own."""
+    assert _testing.profile_name(h200_like) == "NVIDIA H200"
+    renamed = _testing.add_recorded_device(facts(name="NVIDIA H100 80GB HBM3"))
+    assert _testing.profile_name(renamed) == "NVIDIA H200"
+    for capability, sms in ((90, 114), (80, 108), (89, 142)):
+        other = _testing.add_recorded_device(facts(capability, sms))
+        assert _testing.profile_name(other) == "neutral"
+    # The neutral rates are an A100's, not the H200's: a compute-bound product is priced
+    # slower there than on the H200, beyond the SM counts' 132 / 108.
+    a100 = _testing.add_recorded_device(facts(80, 108))
+    assert plan(a100, 4096, 4096, 4096)["predicted_us"] > 2 * plan(h200_like, 4096, 4096, 4096)["predicted_us"]
+
+
+def test_incomplete_or_unknown_facts_are_refused():
+    missing = facts()
+    missing["tiled"] = [t for t in missing["tiled"] if not (t[0] == TILINGS[0] and t[1] == "rr" and t[2])]
+    with pytest.raises(RuntimeError, match="has no occupancy for " + TILINGS[0]):
+        _testing.add_recorded_device(missing)
+    unknown = facts()
+    unknown["tiled"].append(["tiled_1x1x1", "rr", True, 1])
+    with pytest.raises(RuntimeError, match="no kernel config 'tiled_1x1x1'"):
+        _testing.add_recorded_device(unknown)
+    with pytest.raises(RuntimeError, match="not a recorded device"):
+        _testing.recorded_plan(0, 64, 64, 64, "rr", True, True)
+
+
+def _records(kind):
+    path = os.path.join(RECORDS, f"{kind}.json")
+    with open(path) as f:
+        return json.load(f)
+
+
+def _recorded_h200():
+    path = os.path.join(RECORDS, "device.json")
+    if not os.path.exists(path):
+        pytest.skip("no recorded H200 facts: python -m benchmarks.records --only device on the H200")
+    return _testing.add_recorded_device(_records("device")["facts"])
+
+
+@pytest.mark.parametrize("kind", ["sweep", "sweep_3xtf32", "sweep_3xtf32_seed1"])
+def test_the_plans_of_record(kind):
+    """Each problem of the records' sweeps planned here, on the H200's recorded facts, as the
+    H200 planned it: a change of the planner that moves a plan of record shows here, in CI,
+    until the records are made again."""
+    device = _recorded_h200()
+    record = _records(kind)
+    precision = record["settings"].get("precision", "ieee")
+    moved = []
+    for r in record["records"]:
+        p = _testing.recorded_plan(device, r["m"], r["n"], r["k"], r["layout"], _aligned(r, "A"), _aligned(r, "B"),
+                                   precision)
+        if p["description"] != r["plan"]:
+            moved.append(f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}: {p['description']!r}, "
+                         f"recorded {r['plan']!r}")
+    assert not moved, f"{len(moved)} of {len(record['records'])} plans differ from the record:\n" + "\n".join(moved[:10])
+
+
+def _aligned(record, operand):
+    """Whether every row of the sweep's operand starts 16-byte aligned (sweep.py: a dense
+    operand, starting one float in where its alignment says so)."""
+    if record["align"].startswith(operand):
+        return False
+    rows_of = {"A": ("m", "k"), "B": ("k", "n")}[operand]
+    order = record["layout"][0 if operand == "A" else 1]
+    line = record[rows_of[1]] if order == "r" else record[rows_of[0]]
+    return line % 4 == 0
