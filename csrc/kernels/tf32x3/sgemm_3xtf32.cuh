@@ -549,6 +549,46 @@ __device__ __forceinline__ void recompute_where_needed(float (&sum)[S::kMTiles][
   }
 }
 
+// The tile's results through shared memory: each thread's sums into the idle stages as a
+// [BM][BN + 4] tile, then the block stores it in 16-byte pieces along rows, one
+// store_result4 a loop iteration. Stored straight from the registers, each of a thread's 32
+// pieces would inline its own alpha, beta, C and edge code: ~3,000 instructions run once
+// a block, whose fetch was most of a small problem's block time (docs/performance.md,
+// question 00); through shared memory the stores are also whole rows of a warp. The +4
+// keeps both phases free of bank conflicts: a quarter warp writes rows r, r + 1 at columns
+// 0, 8, 16, 24 (+ 4 q), 4 banks apart, and reads 8 consecutive pieces of one row.
+template <class S>
+__device__ __forceinline__ void store_tile(const GemmParams& p, const float (&sum)[S::kMTiles][S::kNTiles][4],
+                                           float* smem, int m0, int n0, int warp_m, int warp_n, int g, int t,
+                                           int split_id, int batch) {
+  constexpr int kLd = S::BN + 4;
+  static_assert(S::BM * kLd <= S::kStages * S::kStageFloats, "the tile fits in the stages");
+  __syncthreads();  // every warp is done reading the stages
+  // Thread (g, t) holds rows warp_row(g, 2i + h) (h = c / 2) and columns 16 (t & 1) +
+  // 8 (t >> 1) + 0..7 of the warp tile: MMA tile j's columns 2t, 2t + 1 are the 2j-th and
+  // (2j + 1)-th of those (warp_col).
+  const int col_t = 16 * (t & 1) + 8 * (t >> 1);
+#pragma unroll
+  for (int i = 0; i < S::kMTiles; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float* row = smem + (warp_m + warp_row(g, 2 * i + h)) * kLd + warp_n + col_t;
+#pragma unroll
+      for (int q = 0; q < S::kNTiles / 2; ++q)
+        *reinterpret_cast<float4*>(row + 4 * q) = make_float4(sum[i][2 * q][2 * h], sum[i][2 * q][2 * h + 1],
+                                                              sum[i][2 * q + 1][2 * h], sum[i][2 * q + 1][2 * h + 1]);
+    }
+  __syncthreads();
+  constexpr int kPiecesPerRow = S::BN / 4;
+#pragma unroll 1
+  for (int piece = threadIdx.x; piece < S::BM * kPiecesPerRow; piece += S::kThreads) {
+    const int r = piece / kPiecesPerRow, c = 4 * (piece % kPiecesPerRow);
+    const float4 v4 = *reinterpret_cast<const float4*>(smem + r * kLd + c);
+    const float v[4] = {v4.x, v4.y, v4.z, v4.w};
+    store_result4(p, split_id, batch, m0 + r, n0 + c, v);
+  }
+}
+
 // D = alpha * A @ B + beta * C, or split-K partial sums, for GemmParams' problem: grid.x the
 // output tiles in tile_origin's raster order, grid.z = batch * k_splits. LA, LB: storage
 // orders; kVec4: A and B 16-byte aligned (pointer, leading dimension, batch stride).
@@ -600,23 +640,7 @@ __device__ __forceinline__ void tile_product(const GemmParams& p, int pid, int z
       },
       [](bool b) { return __syncthreads_or(b) != 0; }, [] { __syncthreads(); });
 
-  // Thread (g, t) holds rows warp_row(g, 2i + h) (h = c / 2) and columns 16 (t & 1) +
-  // 8 (t >> 1) + 0..7 of the warp tile: MMA tile j's columns 2t, 2t + 1 are the 2j-th and
-  // (2j + 1)-th of those (warp_col).
-  const int col_t = 16 * (t & 1) + 8 * (t >> 1);
-#pragma unroll
-  for (int i = 0; i < S::kMTiles; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = m0 + warp_m + warp_row(g, 2 * i + h);
-#pragma unroll
-      for (int q = 0; q < S::kNTiles / 2; ++q) {
-        const int col = n0 + warp_n + col_t + 4 * q;
-        const float v[4] = {sum[i][2 * q][2 * h], sum[i][2 * q][2 * h + 1], sum[i][2 * q + 1][2 * h],
-                            sum[i][2 * q + 1][2 * h + 1]};
-        store_result4(p, split_id, batch, row, col, v);
-      }
-    }
+  store_tile<S>(p, sum, smem, m0, n0, warp_m, warp_n, g, t, split_id, batch);
 #else
   __trap();  // no TF32 MMA before sm_80; never launched there
 #endif

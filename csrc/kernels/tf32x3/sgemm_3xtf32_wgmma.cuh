@@ -283,11 +283,6 @@ __device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uin
       : "l"(da), "l"(db), "r"(int(kAccumulate)));
 }
 
-__device__ __forceinline__ float select(bool p, float a, float b) {
-  float r;
-  asm("{\n .reg .pred q;\n setp.ne.b32 q, %3, 0;\n selp.f32 %0, %1, %2, q;\n}\n" : "=f"(r) : "f"(a), "f"(b), "r"(int(p)));
-  return r;
-}
 #endif  // VECGEMM_WGMMA_BUILT
 
 // D = alpha * A @ B + beta * C (or split-K partials) for blockIdx.z = batch * k_splits + split
@@ -402,26 +397,39 @@ __global__ void __launch_bounds__(kThreads, 1)
       bad |= !(fabsf(sum[i]) <= 3.402823466e38f) || (sum[i] != 0.0f && fabsf(sum[i]) < tf32x3::kTinyResult);
   }
 
-  // Block-uniform: a flagged tile is left to the fix-up pass, D untouched.
+  // Block-uniform: a flagged tile is left to the fix-up pass, D untouched. The vote is also
+  // the barrier after which the stages are idle: every stage the producer filled has been
+  // waited for (full) and read (wait_group 0) by both consumers.
   const bool flagged = __syncthreads_or(bad);
   if (threadIdx.x == 0) flags[int64_t(blockIdx.z) * gridDim.x + blockIdx.x] = flagged ? 1 : 0;
-  if (flagged || wg == kConsumers) return;
+  if (flagged) return;
 
-  // sum[4c + e]: row 16 warp + lane / 4 + 8 (e / 2), column 8 c + 2 (lane % 4) + e % 2. The
-  // lanes t and t ^ 1 of a quad swap halves so that each holds 4 consecutive columns of one
-  // row (store_output4: 16-byte stores, alpha, beta, C and the edges as everywhere else).
-  // The selects are in asm: as C++ the front end turns `odd ? sum[i] : sum[j]` into
-  // sum[odd ? i : j], a dynamic index that puts the whole array in local memory.
-  const bool odd = lane & 1;
-  const int row = m0 + wg * 64 + warp * 16 + lane / 4 + (odd ? 8 : 0);
-  const int col_base = 2 * (lane % 4) - (odd ? 2 : 0);
+  // The tile through shared memory, as the mma.sync kernel stores its own (store_tile,
+  // sgemm_3xtf32.cuh): the consumers' sums into a [BM][BN + 8] tile, then every thread of
+  // the block stores 16-byte pieces along rows. sum[4c + e] is row 16 warp + lane / 4 +
+  // 8 (e / 2), column 8 c + 2 (lane % 4) + e % 2 of the warpgroup's 64 rows: pairs of
+  // columns, whose 8-byte writes a half warp spreads over 4 rows; the + 8 puts those rows
+  // 8 banks apart.
+  constexpr int kLd = BN + 8;
+  static_assert(BM * kLd * 4 <= kStages * kStageBytes, "the tile fits in the stages");
+  float* staged = reinterpret_cast<float*>(smem);
+  if (wg < kConsumers) {
+    const int row = wg * 64 + warp * 16 + lane / 4, col = 2 * (lane % 4);
 #pragma unroll
-  for (int c = 0; c < 16; ++c) {
-    const float x0 = select(odd, sum[4 * c], sum[4 * c + 2]), x1 = select(odd, sum[4 * c + 1], sum[4 * c + 3]);
-    const float y0 = __shfl_xor_sync(0xffffffffu, x0, 1), y1 = __shfl_xor_sync(0xffffffffu, x1, 1);
-    const float v[4] = {select(odd, y0, sum[4 * c]), select(odd, y1, sum[4 * c + 1]), select(odd, sum[4 * c + 2], y0),
-                        select(odd, sum[4 * c + 3], y1)};
-    store_result4(p, split_id, batch, row, n0 + 8 * c + col_base, v);
+    for (int c = 0; c < 16; ++c)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        *reinterpret_cast<float2*>(staged + (row + 8 * half) * kLd + 8 * c + col) =
+            make_float2(sum[4 * c + 2 * half], sum[4 * c + 2 * half + 1]);
+  }
+  __syncthreads();
+  constexpr int kPiecesPerRow = BN / 4;
+#pragma unroll 1
+  for (int piece = threadIdx.x; piece < BM * kPiecesPerRow; piece += kThreads) {
+    const int r = piece / kPiecesPerRow, c = 4 * (piece % kPiecesPerRow);
+    const float4 v4 = *reinterpret_cast<const float4*>(staged + r * kLd + c);
+    const float v[4] = {v4.x, v4.y, v4.z, v4.w};
+    store_result4(p, split_id, batch, m0 + r, n0 + c, v);
   }
 #else
   __trap();  // built without sm_90a: the host entry refuses before launching
