@@ -168,8 +168,8 @@ def _sources():
     )
     common = [s for s in rel("csrc/*.cpp") if not s.endswith("cpu_only.cpp")]
     if WITH_CUDA:
-        cuda_side = [rel(f"csrc/{room}/**/*.{ext}") for room in CUDA_ROOMS for ext in ("cpp", "cu")]
-        return common + sorted(sum(cuda_side, [])) + _generate_tiled_units()
+        cuda_side = sorted(p for room in CUDA_ROOMS for ext in ("cpp", "cu") for p in rel(f"csrc/{room}/**/*.{ext}"))
+        return common + cuda_side + _generate_tiled_units()
     return common + ["csrc/cpu_only.cpp"]
 
 
