@@ -7,7 +7,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/launchers.h"
 #include "planner/tuning_cache.h"
 #include "runtime/execute.h"
 
