@@ -91,7 +91,7 @@ def test_readme_results_name_their_gpu_and_records(tmp_path, monkeypatch):
     # set's summary and stamped with its record's commit; the GPU they show is read back.
     for slug in records.sets():
         text = records.headline(slug)
-        kinds = [k for k in records.KINDS if k != "train" and records.load(slug, k) is not None]
+        kinds = [k for k in records.HEADLINE_KINDS if records.load(slug, k) is not None]
         assert all(f"[{kind}](benchmarks/records/{slug}/summary.md), {records.load(slug, kind)['machine']['git_commit']}"
                    in text for kind in kinds), text
         readme = tmp_path / f"{slug}.md"
