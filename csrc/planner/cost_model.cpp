@@ -9,6 +9,7 @@
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
 #include "planner/device_profile.h"
+#include "planner/tf32x3_rows.h"
 
 namespace vecgemm {
 namespace {
@@ -237,6 +238,64 @@ double model_best_ns(const ProblemKey& key) {
 double copy_ns(int64_t elements, int device) {
   const DeviceProfile& profile = profile_of(device);
   return 8.0 * double(elements) / profile.bytes_per_ns + profile.launch_ns;
+}
+
+namespace {
+
+// The 3xTF32 rows' waves model (the SIMT model above has no figures for their kernels): a
+// block takes its slice's K tiles plus a fixed cost (tf32x3_block_overhead_tiles), at the
+// profile's K-tile time of the row; the grid takes that times its waves of resident
+// blocks, plus its launch (the SIMT model's launch_ns, so that the two compare); a split
+// adds the reduction's launch and the partials' round trip, written by the kernel and read
+// back by the reduction (8 bytes an output element a slice). The
+// split with the least predicted time wins, fewer splits on a tie, in slices of at least
+// kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
+// kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: one
+// launch for the operands the pass splits, which reads 4 and writes 8 bytes an element.
+// Its kernel can split one K-contiguous operand itself instead, for the profile's
+// kernel_split_ns more a K tile (its shared memory's traffic); both at once measured 1.58x
+// the kernel at 4096^3 (step 36), so at most one.
+constexpr int kTf32x3MinSlice = 256;
+constexpr int kTf32x3MaxSplits = 32;
+constexpr double kTf32x3SplitPassBytes = 12.0;
+
+Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
+  const DeviceProfile& profile = profile_of(key.device);
+  const Tf32x3Row& r = kTf32x3Rows[row];
+  const Tf32x3ConfigInfo info = r.info(r.config);
+  const int64_t tiles = ceil_div(key.m, info.bm) * ceil_div(key.n, info.bn) * key.batch;
+  const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
+  const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
+  const double waves = double(ceil_div(tiles * splits, slots));
+  const double wave_tiles = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]);
+  Tf32x3Estimate out{{row, splits, {false, false}}, wave_tiles * profile.tf32x3_k_tile_ns[row] + profile.launch_ns};
+  if (splits > 1)
+    out.ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
+  if (r.kernel_can_split == nullptr) return out;
+  const auto pass_ns = [&](int64_t rows) {
+    return profile.launch_ns + kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
+  };
+  const SplitOperands can = r.kernel_can_split(key);
+  const double kernel_split_ns = wave_tiles * profile.tf32x3_kernel_split_ns[row];
+  double extra = pass_ns(key.m + key.n);  // one launch splits both
+  SplitOperands chosen{false, false};
+  if (can.a && kernel_split_ns + pass_ns(key.n) < extra) extra = kernel_split_ns + pass_ns(key.n), chosen = {true, false};
+  if (can.b && kernel_split_ns + pass_ns(key.m) < extra) extra = kernel_split_ns + pass_ns(key.m), chosen = {false, true};
+  out.ns += extra;
+  out.tiling.kernel_splits = chosen;
+  return out;
+}
+
+}  // namespace
+
+Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row) {
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));
+  Tf32x3Estimate best = tf32x3_predicted(key, row, 1);
+  for (int s = 2; s <= most; ++s) {
+    const Tf32x3Estimate c = tf32x3_predicted(key, row, s);
+    if (c.ns < best.ns) best = c;
+  }
+  return best;
 }
 
 }  // namespace vecgemm

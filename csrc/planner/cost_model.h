@@ -1,5 +1,6 @@
 // The cost model: an estimate, from the device's facts and profile, of what each kernel
-// config and split-K factor would take on a problem, used to rank them. Pure: it reads the
+// config and split-K factor would take on a problem, used to rank them: the SIMT configs'
+// model and the 3xTF32 rows' waves model, the one place the planner's prices come from. Pure: it reads the
 // tensors' shapes and the device's cached attributes, never memory, and launches nothing.
 #pragma once
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "kernels/gemm_params.h"
+#include "kernels/tf32x3/sgemm_3xtf32.h"  // SplitOperands
 
 namespace vecgemm {
 
@@ -30,6 +32,19 @@ struct TilingChoice {
   int config;
   int splits;     // K slices; 1 = no split
   bool stream_k;  // unsplit, with the last partial wave as the stream-K tail
+};
+
+// A 3xTF32 row (of kTf32x3Rows) and how the problem is spread over it: K slices, and for a
+// row with a split pass, the operands its kernel splits itself instead.
+struct Tf32x3Tiling {
+  int row;
+  int splits;
+  SplitOperands kernel_splits;
+};
+// A 3xTF32 tiling with the waves model's time for it, in ns (split passes and launches included).
+struct Tf32x3Estimate {
+  Tf32x3Tiling tiling;
+  double ns;
 };
 
 int64_t ceil_div(int64_t a, int64_t b);
@@ -55,6 +70,9 @@ std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& ke
 // scalar_load_percent, measured where the blocks fill the GPU): what a large problem's
 // copies are weighed against.
 double model_best_ns(const ProblemKey& key);
+// The waves model's best split of a 3xTF32 row for the key (fewer splits on a tie). The
+// caller has checked that the row runs on the device and takes the problem.
+Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row);
 // The model's time for one pass copying `elements` floats into new storage.
 double copy_ns(int64_t elements, int device);
 

@@ -113,72 +113,13 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
   return choices[name] = candidates.front().second;
 }
 
-// 3xTF32 split-K by a waves model (the SIMT cost model has no 3xTF32 figures): a block
-// takes its slice's K tiles plus a fixed cost (tf32x3_block_overhead_tiles), at the
-// profile's K-tile time of the row; the grid takes that times its waves of resident
-// blocks, plus its launch (the SIMT model's launch_ns, so that the two compare); a split adds the reduction's launch and the partials' round trip, written by
-// the kernel and read back by the reduction (8 bytes an output element a slice). The
-// split with the least predicted time wins, fewer splits on a tie, in slices of at least
-// kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
-// kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: one
-// launch for the operands the pass splits, which reads 4 and writes 8 bytes an element.
-// Its kernel can split one K-contiguous operand itself instead, for the profile's
-// kernel_split_ns more a K tile (its shared memory's traffic); both at once measured 1.58x
-// the kernel at 4096^3 (step 36), so at most one.
-constexpr int kTf32x3MinSlice = 256;
-constexpr int kTf32x3MaxSplits = 32;
-constexpr double kTf32x3SplitPassBytes = 12.0;
-
-struct Tf32x3Choice {
-  int row, splits;
-  SplitOperands kernel_splits;
-  double ns;
-};
-
-Tf32x3Choice tf32x3_predicted(const ProblemKey& key, int row, int splits) {
-  const DeviceProfile& profile = profile_of(key.device);
-  const Tf32x3Row& r = kTf32x3Rows[row];
-  const Tf32x3ConfigInfo info = r.info(r.config);
-  const int64_t tiles = ceil_div(key.m, info.bm) * ceil_div(key.n, info.bn) * key.batch;
-  const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
-  const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
-  const double waves = double(ceil_div(tiles * splits, slots));
-  const double wave_tiles = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]);
-  Tf32x3Choice out{row, splits, {false, false}, wave_tiles * profile.tf32x3_k_tile_ns[row] + profile.launch_ns};
-  if (splits > 1)
-    out.ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
-  if (r.kernel_can_split == nullptr) return out;
-  const auto pass_ns = [&](int64_t rows) {
-    return profile.launch_ns + kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
-  };
-  const SplitOperands can = r.kernel_can_split(key);
-  const double kernel_split_ns = wave_tiles * profile.tf32x3_kernel_split_ns[row];
-  double extra = pass_ns(key.m + key.n);  // one launch splits both
-  SplitOperands chosen{false, false};
-  if (can.a && kernel_split_ns + pass_ns(key.n) < extra) extra = kernel_split_ns + pass_ns(key.n), chosen = {true, false};
-  if (can.b && kernel_split_ns + pass_ns(key.m) < extra) extra = kernel_split_ns + pass_ns(key.m), chosen = {false, true};
-  out.ns += extra;
-  out.kernel_splits = chosen;
-  return out;
-}
-
-Tf32x3Choice tf32x3_best_split(const ProblemKey& key, int row) {
-  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));
-  Tf32x3Choice best = tf32x3_predicted(key, row, 1);
-  for (int s = 2; s <= most; ++s) {
-    const Tf32x3Choice c = tf32x3_predicted(key, row, s);
-    if (c.ns < best.ns) best = c;
-  }
-  return best;
-}
-
 // The row and split predicted fastest among the rows that run on the device and take the
 // problem (earlier rows on a tie); none where no row runs.
-std::optional<Tf32x3Choice> tf32x3_choice(const ProblemKey& key) {
-  std::optional<Tf32x3Choice> best;
+std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key) {
+  std::optional<Tf32x3Estimate> best;
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
     if (tf32x3_violation(r, key.device) || (kTf32x3Rows[r].refuses && kTf32x3Rows[r].refuses(key))) continue;
-    const Tf32x3Choice c = tf32x3_best_split(key, r);
+    const Tf32x3Estimate c = tf32x3_cheapest_split(key, r);
     if (!best || c.ns < best->ns) best = c;
   }
   return best;
@@ -211,7 +152,7 @@ std::string microseconds(double ns) {
   return text;
 }
 
-Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Choice& choice, const Plan& ieee) {
+Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Estimate& choice, const Plan& ieee) {
   const int chains = ieee.family == Family::Gemv ? kGemvChainsPerOutput : std::max(1, ieee.tiling.splits);
   const int64_t sum = ceil_div(key.k, chains);
   if (sum < kTf32x3MinSum)
@@ -219,7 +160,7 @@ Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Choice& choice, const 
            std::to_string(kTf32x3MinSum) + " its error is under 3xTF32's floor";
   // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
   if (ieee.predicted_ns < choice.ns * kTf32x3ModelSlack + kTf32x3FixedNs)
-    return "3xTF32 is not predicted faster: " + microseconds(choice.ns) + " on " + kTf32x3Rows[choice.row].name +
+    return "3xTF32 is not predicted faster: " + microseconds(choice.ns) + " on " + kTf32x3Rows[choice.tiling.row].name +
            " against " + microseconds(ieee.predicted_ns) + " in fp32";
   return std::nullopt;
 }
@@ -348,8 +289,8 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   // its checked loop a ragged K at full width, so a copy would buy little (docs/design.md).
   const auto* fixed_row = std::get_if<FixedTf32x3>(&variant);
   if (fixed_row || (auto_select && precision == Precision::Tf32x3)) {
-    const std::optional<Tf32x3Choice> choice =
-        fixed_row ? std::optional(tf32x3_best_split(out.key, fixed_row->row)) : tf32x3_choice(out.key);
+    const std::optional<Tf32x3Estimate> choice =
+        fixed_row ? std::optional(tf32x3_cheapest_split(out.key, fixed_row->row)) : tf32x3_choice(out.key);
     TORCH_INTERNAL_ASSERT(choice, "vecgemm: 3xTF32 planned where the rules refuse it: ",
                           tf32x3_row_for(problem.device).reason.value_or(""));
     if (!fixed_row) {
@@ -360,9 +301,10 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
       }
     }
     out.family = Family::Tf32x3;
-    const int slice = slice_for(out.key.k, choice->splits, kTf32x3Rows[choice->row].bk);
-    out.tiling = TilingChoice{choice->row, int(ceil_div(out.key.k, slice)), false};
-    out.kernel_splits = choice->kernel_splits;
+    out.tf32x3 = choice->tiling;
+    // The split as it will run: K slices of whole K tiles, each non-empty.
+    const int slice = slice_for(out.key.k, out.tf32x3.splits, kTf32x3Rows[out.tf32x3.row].bk);
+    out.tf32x3.splits = int(ceil_div(out.key.k, slice));
     out.predicted_ns = choice->ns;
     return out;
   }
@@ -403,12 +345,13 @@ std::string describe(const Plan& plan) {
     case Family::Gemv:
       return kGemv;
     case Family::Tf32x3: {
-      const Tf32x3Row& row = kTf32x3Rows[plan.tiling.config];
+      const Tf32x3Tiling& t = plan.tf32x3;
+      const Tf32x3Row& row = kTf32x3Rows[t.row];
       std::string text = row.name;
-      if (plan.tiling.splits > 1) text += " split-k " + std::to_string(plan.tiling.splits);
+      if (t.splits > 1) text += " split-k " + std::to_string(t.splits);
       // ", split pass of A B": the operands split into TF32 parts before the kernel.
-      if (row.kernel_can_split == nullptr || (plan.kernel_splits.a && plan.kernel_splits.b)) return text;
-      return text + ", split pass of" + (plan.kernel_splits.a ? "" : " A") + (plan.kernel_splits.b ? "" : " B");
+      if (row.kernel_can_split == nullptr || (t.kernel_splits.a && t.kernel_splits.b)) return text;
+      return text + ", split pass of" + (t.kernel_splits.a ? "" : " A") + (t.kernel_splits.b ? "" : " B");
     }
     case Family::Tiled:
     case Family::Async:

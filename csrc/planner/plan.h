@@ -13,7 +13,6 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/tf32x3/sgemm_3xtf32.h"  // SplitOperands
 #include "planner/cost_model.h"
 #include "rules.h"
 
@@ -76,11 +75,10 @@ struct Plan {
   // The problem the kernel reads: after the copies (K padded where they pad it).
   ProblemKey key{};
   // Family::Tiled / Family::Async: the config, the split, the tail and its schedule.
-  // Family::Tf32x3: tiling.config is the row of kTf32x3Rows, tiling.splits the split, and
-  // for a row with a split pass, kernel_splits the operands its kernel splits instead.
   TilingChoice tiling{};
-  SplitOperands kernel_splits{false, false};
   std::optional<StreamK> stream_k;
+  // Family::Tf32x3: the row, its split, the operands its kernel splits itself.
+  Tf32x3Tiling tf32x3{};
   // Autotune mode and no tuned choice yet: `tiling` is the model's, and execution times the
   // model's best candidates first and runs the fastest.
   bool autotune_pending = false;

@@ -309,8 +309,8 @@ PlanSummary summary_of(const Plan& p, bool lenient, Precision served, Reason why
       out.stream_k = p.stream_k.has_value();
       break;
     case Family::Tf32x3:
-      out.kernel = kTf32x3Rows[p.tiling.config].name;
-      out.split_k = p.tiling.splits;
+      out.kernel = kTf32x3Rows[p.tf32x3.row].name;
+      out.split_k = p.tf32x3.splits;
       break;
   }
   if (p.copy_a.made) out.copy_a = order_name(p.copy_a.order);

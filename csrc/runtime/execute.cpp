@@ -113,8 +113,9 @@ void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t str
 
 // The 3xTF32 row of the plan, split as planned (whole K tiles of the row's bk).
 void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
-  const Tf32x3Row& row = kTf32x3Rows[plan.tiling.config];
-  p.k_slice = slice_for(p.k, plan.tiling.splits, row.bk);
+  const Tf32x3Tiling& tiling = plan.tf32x3;
+  const Tf32x3Row& row = kTf32x3Rows[tiling.row];
+  p.k_slice = slice_for(p.k, tiling.splits, row.bk);
   p.k_splits = int(ceil_div(p.k, p.k_slice));
   const ProblemKey& key = plan.key;
   run_split_k(p, key.batch, [&](const GemmParams& q) {
@@ -122,9 +123,9 @@ void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
     // work up to here is done, so it can be released as soon as the launches are queued.
     at::Tensor scratch;
     if (row.scratch_bytes != nullptr)
-      scratch = at::empty({int64_t(row.scratch_bytes(q, key.la, key.lb, plan.kernel_splits))},
+      scratch = at::empty({int64_t(row.scratch_bytes(q, key.la, key.lb, tiling.kernel_splits))},
                           at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
-    row.launch(row.config, q, key.la, key.lb, key.vec4, plan.kernel_splits,
+    row.launch(row.config, q, key.la, key.lb, key.vec4, tiling.kernel_splits,
                scratch.defined() ? scratch.data_ptr() : nullptr, stream);
   }, stream);
 }
