@@ -82,15 +82,37 @@ Reason architecture_violation(int device) {
   return reasons[device] = reason;
 }
 
+// What a call asks the kernels for, parsed once where it enters: the variant (its name kept
+// for messages) and the precision it computes in, the switch read once.
+struct Request {
+  std::string name;
+  Variant variant;
+  Precision precision;
+};
+
+// The precision a variant computes in when `asked` is "auto": the switch's for the auto
+// variant, else the named kernel's.
+Precision precision_of(const Variant& variant, PrecisionRequest asked) {
+  if (asked != PrecisionRequest::Auto) return resolve(asked);
+  if (std::holds_alternative<AutoSelect>(variant)) return default_precision();
+  return std::holds_alternative<FixedTf32x3>(variant) ? Precision::Tf32x3 : Precision::Ieee;
+}
+
+// The request, or why there is none: the variant's name is not one of variant_names().
+std::optional<Request> parse_request(const std::string& name, PrecisionRequest asked, Reason* unknown) {
+  const auto variant = parse_variant(name);
+  if (variant) return Request{name, *variant, precision_of(*variant, asked)};
+  std::string names;
+  for (const auto& v : variant_names()) names += (names.empty() ? "" : ", ") + v;
+  *unknown = "unknown variant '" + name + "' (available: " + names + ")";
+  return std::nullopt;
+}
+
 // The CUDA-side rules for a named variant; C_out: the in-place op's output (the seed's
 // kernel writes it in place, so its rules apply to it too).
-Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const std::string& name) {
-  const auto variant = parse_variant(name);
-  if (!variant) {
-    std::string names;
-    for (const auto& v : variant_names()) names += (names.empty() ? "" : ", ") + v;
-    return "unknown variant '" + name + "' (available: " + names + ")";
-  }
+Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const Request& request) {
+  const Variant* variant = &request.variant;
+  const std::string& name = request.name;
   for (const auto& [label, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
     if (!storage_of(*t))
       return std::string(label) + " is neither row- nor column-major (strides " + list_str(t->strides()) + ")";
@@ -123,29 +145,28 @@ Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_o
   return std::nullopt;
 }
 
-// The precision rules of a call whose variant parses: a precision asked for explicitly must
-// be the one the named kernel computes in, and 3xTF32 needs a row that runs on the GPU.
-// Apart from violation() because the lenient op answers them differently: it runs IEEE fp32
-// instead (plan().precision_fallback says why), where the strict ops raise.
-Reason precision_violation(const at::Tensor& A, const Variant& variant, const std::string& variant_name,
-                           PrecisionRequest request) {
-  const bool names_tf32x3 = std::holds_alternative<FixedTf32x3>(variant);
-  const bool names_ieee = !names_tf32x3 && !std::holds_alternative<AutoSelect>(variant);
-  if (request == PrecisionRequest::Ieee && names_tf32x3)
-    return "variant " + variant_name + " computes in 3xTF32, but precision='ieee' was asked for; pass "
+// The precision rules of a request: the precision must be the one the named kernel computes
+// in (a request whose precision was "auto" takes the kernel's), and 3xTF32 needs a row that
+// runs on the GPU. Apart from violation() because the lenient op answers them differently:
+// it runs IEEE fp32 instead (plan().precision_fallback says why), where the strict ops raise.
+Reason precision_violation(const at::Tensor& A, const Request& request) {
+  const bool names_tf32x3 = std::holds_alternative<FixedTf32x3>(request.variant);
+  const bool names_ieee = !names_tf32x3 && !std::holds_alternative<AutoSelect>(request.variant);
+  if (request.precision == Precision::Ieee && names_tf32x3)
+    return "variant " + request.name + " computes in 3xTF32, but precision='ieee' was asked for; pass "
            "precision='3xtf32' or 'auto' with it, or an IEEE variant";
-  if (request == PrecisionRequest::Tf32x3 && names_ieee)
-    return "variant " + variant_name + " computes in IEEE fp32, but precision='3xtf32' was asked for; pass "
+  if (request.precision == Precision::Tf32x3 && names_ieee)
+    return "variant " + request.name + " computes in IEEE fp32, but precision='3xtf32' was asked for; pass "
            "variant='auto' or a tf32x3_ variant (torch_vecgemm.variants()) with it";
-  if (effective_precision(variant_name, request) != Precision::Tf32x3 || !A.is_cuda()) return std::nullopt;
-  if (const auto* fixed = std::get_if<FixedTf32x3>(&variant)) return tf32x3_violation(fixed->row, A.get_device());
+  if (request.precision != Precision::Tf32x3 || !A.is_cuda()) return std::nullopt;
+  if (const auto* fixed = std::get_if<FixedTf32x3>(&request.variant)) return tf32x3_violation(fixed->row, A.get_device());
   return tf32x3_row_for(A.get_device()).reason;
 }
 
-// A resolved precision as an explicit request: what a call passes on once it has read the
-// switch, so that one call reads it once even if another thread sets it meanwhile.
-PrecisionRequest as_request(Precision p) {
-  return p == Precision::Tf32x3 ? PrecisionRequest::Tf32x3 : PrecisionRequest::Ieee;
+// Every CUDA-side rule of a strict call (the contract and the device checked before).
+Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const Request& request) {
+  if (auto r = violation(A, B, C_out, request)) return r;
+  return precision_violation(A, request);
 }
 
 // Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
@@ -153,53 +174,53 @@ bool rows_aligned(const at::Tensor& D) {
   return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
 }
 
-// D = alpha * A @ B + beta * C on the named variant in the given precision (the rules
-// checked by the caller).
+// D = alpha * A @ B + beta * C as requested (the rules checked by the caller).
 void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-         double alpha, double beta, const std::string& variant, Precision precision) {
+         double alpha, double beta, const Request& request) {
   const c10::cuda::CUDAGuard guard(A.device());
-  const Plan p = plan(problem_of(A, B, rows_aligned(D)), *parse_variant(variant), precision);
+  const Plan p = plan(problem_of(A, B, rows_aligned(D)), request.variant, request.precision);
   execute(p, D, A, B, C, alpha, beta);
 }
 
 at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                       double beta, c10::string_view variant, c10::string_view precision) {
-  const std::string v(variant);
-  const PrecisionRequest request = parse_precision(precision);
-  // The switch read once; an explicit request (as_request of what it resolves to) from here.
-  const Precision p = effective_precision(v, request);
-  if (auto r = fallback_reason(A, B, C, v, precision_name(p))) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
+  const PrecisionRequest asked = parse_precision(precision);  // a misspelt one raises first
+  Reason r = contract_violation(A, B, C);
+  if (!r && !A.is_cuda()) r = "not on a CUDA device (" + A.device().str() + ")";
+  Reason unknown;
+  const std::optional<Request> request = parse_request(std::string(variant), asked, &unknown);
+  if (!r) r = request ? request_violation(A, B, nullptr, *request) : unknown;
+  if (r) TORCH_CHECK(false, "vecgemm.sgemm: ", *r);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
-  run(D, A, B, C, alpha, beta, v, p);
+  run(D, A, B, C, alpha, beta, *request);
   return D;
 }
 
 void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha, double beta,
                         c10::string_view variant, c10::string_view precision) {
-  const std::string v(variant);
-  const PrecisionRequest request = parse_precision(precision);
+  const PrecisionRequest asked = parse_precision(precision);  // a misspelt one raises first
   Reason r = contract_violation(A, B, C);
   if (!r) r = inplace_violation(C, A, B);
-  if (!r) r = violation(A, B, &C, v);
-  const Precision p = effective_precision(v, request);  // the switch read once
-  if (!r) r = precision_violation(A, *parse_variant(v), v, as_request(p));
+  Reason unknown;
+  const std::optional<Request> request = parse_request(std::string(variant), asked, &unknown);
+  if (!r) r = request ? request_violation(A, B, &C, *request) : unknown;
   if (r) TORCH_CHECK(false, "vecgemm.sgemm_: ", *r);
   if (storage_of(C)->layout == Layout::RowMajor) {
-    run(C, A, B, C, alpha, beta, v, p);
+    run(C, A, B, C, alpha, beta, *request);
   } else {
     // A column-major C is a row-major C^T = B^T A^T: the same kernels, operands swapped.
     const at::Tensor Ct = C.transpose(-1, -2);
-    run(Ct, B.transpose(-1, -2), A.transpose(-1, -2), Ct, alpha, beta, v, p);
+    run(Ct, B.transpose(-1, -2), A.transpose(-1, -2), Ct, alpha, beta, *request);
   }
 }
 
 // The precision the lenient op runs A @ B in: the one asked for, or IEEE where 3xTF32 was
 // asked for and the GPU cannot run it (`why` says so). The other rules passed.
-Precision lenient_precision(const at::Tensor& A, PrecisionRequest request, Reason* why = nullptr) {
-  const Precision p = effective_precision("auto", request);  // the switch read once
-  if (p == Precision::Ieee) return p;
-  Reason r = precision_violation(A, AutoSelect{}, "auto", as_request(p));
-  if (!r) return p;
+Precision lenient_precision(const at::Tensor& A, PrecisionRequest asked, Reason* why = nullptr) {
+  const Request request{"auto", AutoSelect{}, precision_of(AutoSelect{}, asked)};  // the switch read once
+  if (request.precision == Precision::Ieee) return Precision::Ieee;
+  Reason r = precision_violation(A, request);
+  if (!r) return request.precision;
   if (why) *why = r;
   return Precision::Ieee;
 }
@@ -328,15 +349,15 @@ Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::opt
                         const std::string& variant, PrecisionRequest precision) {
   // C is only read by the out-of-place ops, so it adds no rule of its own.
   (void)C;
-  if (auto r = violation(A, B, nullptr, variant)) return r;
-  return precision_violation(A, *parse_variant(variant), variant, precision);
+  Reason unknown;
+  const std::optional<Request> request = parse_request(variant, precision, &unknown);
+  return request ? request_violation(A, B, nullptr, *request) : unknown;
 }
 
 Precision effective_precision(const std::string& variant, PrecisionRequest precision) {
-  if (precision != PrecisionRequest::Auto) return resolve(precision);
   const auto parsed = parse_variant(variant);
-  if (!parsed || std::holds_alternative<AutoSelect>(*parsed)) return default_precision();
-  return std::holds_alternative<FixedTf32x3>(*parsed) ? Precision::Tf32x3 : Precision::Ieee;
+  // An unknown name is the rules' error; until then it computes as the auto variant would.
+  return precision_of(parsed.value_or(AutoSelect{}), precision);
 }
 
 std::vector<std::string> available_variants() { return variant_names(); }
