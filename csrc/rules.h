@@ -43,7 +43,7 @@ Reason contract_violation(const at::Tensor& A, const at::Tensor& B,
 Reason inplace_violation(const at::Tensor& C, const at::Tensor& A, const at::Tensor& B);
 
 // Whether the named CUDA variant can run this problem ("auto": the default selection) in
-// the precision asked for. Implemented beside the kernels (runtime/dispatch.cpp), or by
+// the precision asked for. Implemented with the kernels' rules (planner/kernel_rules.cpp), or by
 // cpu_only.cpp.
 Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                         const std::string& variant, PrecisionRequest precision);

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "planner/cost_model.h"  // runs_on
+#include "planner/kernel_rules.h"  // tf32x3_violation
 
 namespace vecgemm {
 namespace {

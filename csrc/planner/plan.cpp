@@ -13,6 +13,7 @@
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
 #include "planner/device_profile.h"
+#include "planner/kernel_rules.h"
 #include "planner/tf32x3_rows.h"
 #include "planner/tuning_cache.h"
 #include "tuning_controls.h"

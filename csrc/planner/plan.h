@@ -91,7 +91,7 @@ struct Plan {
 };
 
 // precision: what the call computes in, already resolved and checked against the variant
-// and the device (dispatch.cpp's rules): Ieee plans the SIMT kernels; Tf32x3 with a named
+// and the device (planner/kernel_rules.h): Ieee plans the SIMT kernels; Tf32x3 with a named
 // row plans that row, and with the auto variant the row predicted fastest wherever 3xTF32
 // is as accurate as IEEE fp32 and predicted faster than the IEEE plan, the IEEE plan
 // elsewhere (Plan::tf32x3_declined says why). allow_copies = false plans

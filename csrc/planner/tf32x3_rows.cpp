@@ -14,35 +14,6 @@ namespace {
 
 std::mutex g_mutex;
 
-std::string arch_name(int capability) { return "sm_" + std::to_string(capability); }
-
-Reason find_violation(int row, int device) {
-  const Tf32x3Row& r = kTf32x3Rows[row];
-  const int capability = compute_capability(device);
-  if (capability < r.min_capability || (r.max_capability && capability > r.max_capability)) {
-    std::string range = arch_name(r.min_capability) + (r.max_capability ? " to " + arch_name(r.max_capability) : " or newer");
-    return std::string("precision '3xtf32' (") + r.name + ") needs a GPU of " + range + "; this one is " +
-           arch_name(capability) + ". Use precision='ieee' (or leave 'auto' with the switch at 'ieee')";
-  }
-  const int needed = r.info(r.config).smem_bytes;
-  int optin = 0;
-  C10_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (optin < needed)
-    return std::string("precision '3xtf32' (") + r.name + ") needs " + std::to_string(needed) +
-           " bytes of shared memory a block; this GPU allows " + std::to_string(optin);
-  const c10::cuda::CUDAGuard guard(device);
-  cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, r.entry(r.config, Layout::RowMajor, Layout::RowMajor, true)) != cudaSuccess) {
-    (void)cudaGetLastError();  // the query's error is the answer, not a sticky failure
-    return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
-           "; rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";
-  }
-  if (r.available != nullptr && !r.available())
-    return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
-           " (it needs sm_90a code: TORCH_CUDA_ARCH_LIST with 9.0a, README, Build)";
-  return std::nullopt;
-}
-
 }  // namespace
 
 namespace tf32x3_skinny_row {
@@ -77,31 +48,6 @@ std::optional<int> tf32x3_row_of(const std::string& name) {
   for (int r = 0; r < kNumTf32x3Rows; ++r)
     if (name == kTf32x3Rows[r].name) return r;
   return std::nullopt;
-}
-
-Reason tf32x3_violation(int row, int device) {
-  if (const RecordedDevice* r = recorded_device(device)) return r->tf32x3_violations[row];
-  static std::map<std::pair<int, int>, Reason> reasons;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = reasons.find({row, device});
-    if (it != reasons.end()) return it->second;
-  }
-  const Reason reason = find_violation(row, device);
-  std::lock_guard<std::mutex> lock(g_mutex);
-  return reasons[{row, device}] = reason;
-}
-
-Tf32x3Pick tf32x3_row_for(int device) {
-  Tf32x3Pick out;
-  for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    Reason why = tf32x3_violation(r, device);
-    if (!why) return Tf32x3Pick{r, std::nullopt};
-    // The rows needing least (lowest capability, least shared memory) say the most useful
-    // thing; they come last in preference order, so the last reason is kept.
-    out.reason = why;
-  }
-  return out;
 }
 
 int tf32x3_blocks_per_sm(int row, int device) {

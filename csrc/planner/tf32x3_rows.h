@@ -112,16 +112,7 @@ inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0
 // The row of a variant name.
 std::optional<int> tf32x3_row_of(const std::string& name);
 
-// Why the row's kernel cannot run on the device (capability, shared memory, no image in
-// this build), or none. Remembered per row and device.
-Reason tf32x3_violation(int row, int device);
-// The first row that runs on the device; else the reason the most widely usable row gives
-// (why 3xTF32 cannot run at all: the planner's choice among runnable rows is plan.cpp's).
-struct Tf32x3Pick {
-  std::optional<int> row;
-  Reason reason;
-};
-Tf32x3Pick tf32x3_row_for(int device);
+// Whether a row's kernel runs on a device: tf32x3_violation (planner/kernel_rules.h).
 
 // Blocks of the row's kernel resident on one SM of the device (with its dynamic shared
 // memory), at least 1.

@@ -1,6 +1,6 @@
 // The CUDA implementations of the vecgemm ops. Every call goes the same way: the rules
-// (rules.cpp, and kernel_violation() below per variant), then a plan (plan.h: pure), then
-// its execution (execute.h) on the current stream under a device guard.
+// (rules.h, planner/kernel_rules.h), then a plan (plan.h: pure), then its execution
+// (execute.h) on the current stream under a device guard.
 #include <ATen/ATen.h>
 #include <ATen/MemoryOverlap.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -8,14 +8,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
-#include <mutex>
 
 #include "device_facts.h"
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
 #include "plan_summary.h"
 #include "planner/device_profile.h"
+#include "planner/kernel_rules.h"
 #include "planner/plan.h"
 #include "planner/tf32x3_rows.h"
 #include "reference.h"
@@ -26,148 +25,6 @@
 
 namespace vecgemm {
 namespace {
-
-
-// Dense row-major, as the seed's kernel indexes (lda = K, ldb = ldc = N).
-bool row_major_dense(const at::Tensor& t) {
-  return (t.size(-1) == 1 || t.stride(-1) == 1) && (t.size(-2) == 1 || t.stride(-2) == t.size(-1));
-}
-
-Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out) {
-  const GemmShape s = shape_of(A, B);
-  for (const auto& [name, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}, {"C", C_out}}) {
-    if (t == nullptr) continue;
-    if (!row_major_dense(*t))
-      return std::string(name) + " is not row-major contiguous, which the vectorized kernel requires";
-    if (!aligned16(t->data_ptr()) || (t->dim() == 3 && t->stride(0) % 4 != 0))
-      return std::string(name) + "'s data pointer is not 16-byte aligned, which the vectorized kernel requires";
-  }
-  auto not_multiple = [](const char* dim, int64_t value, int of) -> Reason {
-    if (value % of == 0) return std::nullopt;
-    return std::string(dim) + " = " + std::to_string(value) + " is not a multiple of " + std::to_string(of) +
-           " (vectorized kernel)";
-  };
-  if (auto r = not_multiple("M", s.m, VectorizedTile::BM)) return r;
-  if (auto r = not_multiple("N", s.n, VectorizedTile::BN)) return r;
-  return not_multiple("K", s.k, VectorizedTile::BK);
-}
-
-// The largest M, N, K or batch: tile ends (a block's first row plus BM, up to 256) and
-// rounded-up K stay inside 32-bit arithmetic.
-constexpr int64_t kMaxDimension = (int64_t(1) << 31) - 257;
-
-// "sm_86" for compute capability 86 (10 * major + minor).
-std::string arch_name(int capability) { return "sm_" + std::to_string(capability); }
-
-// A GPU that none of this build's kernel images can run on (neither its own machine code
-// nor PTX it can compile): every input falls back there instead of failing at launch.
-Reason architecture_violation(int device) {
-  static std::mutex mutex;
-  static std::map<int, Reason> reasons;
-  std::lock_guard<std::mutex> lock(mutex);
-  auto it = reasons.find(device);
-  if (it != reasons.end()) return it->second;
-  const c10::cuda::CUDAGuard guard(device);
-  cudaFuncAttributes attributes{};
-  const cudaError_t error = cudaFuncGetAttributes(&attributes, tiled_kernel(0, Layout::RowMajor, Layout::RowMajor, true).entry);
-  Reason reason;
-  if (error != cudaSuccess) {
-    (void)cudaGetLastError();  // the query's error is the answer, not a sticky failure
-    std::string built;
-    for (const int arch : built_architectures()) built += (built.empty() ? "" : ", ") + arch_name(arch / 10);
-    reason = "this build has no kernel for " + arch_name(compute_capability(device)) + " (built for " +
-             (built.empty() ? std::string("other GPUs") : built) +
-             "); rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";
-  }
-  return reasons[device] = reason;
-}
-
-// What a call asks the kernels for, parsed once where it enters: the variant (its name kept
-// for messages) and the precision it computes in, the switch read once.
-struct Request {
-  std::string name;
-  Variant variant;
-  Precision precision;
-};
-
-// The precision a variant computes in when `asked` is "auto": the switch's for the auto
-// variant, else the named kernel's.
-Precision precision_of(const Variant& variant, PrecisionRequest asked) {
-  if (asked != PrecisionRequest::Auto) return resolve(asked);
-  if (std::holds_alternative<AutoSelect>(variant)) return default_precision();
-  return std::holds_alternative<FixedTf32x3>(variant) ? Precision::Tf32x3 : Precision::Ieee;
-}
-
-// The request, or why there is none: the variant's name is not one of variant_names().
-std::optional<Request> parse_request(const std::string& name, PrecisionRequest asked, Reason* unknown) {
-  const auto variant = parse_variant(name);
-  if (variant) return Request{name, *variant, precision_of(*variant, asked)};
-  std::string names;
-  for (const auto& v : variant_names()) names += (names.empty() ? "" : ", ") + v;
-  *unknown = "unknown variant '" + name + "' (available: " + names + ")";
-  return std::nullopt;
-}
-
-// The CUDA-side rules for a named variant; C_out: the in-place op's output (the seed's
-// kernel writes it in place, so its rules apply to it too).
-Reason violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const Request& request) {
-  const Variant* variant = &request.variant;
-  const std::string& name = request.name;
-  for (const auto& [label, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
-    if (!storage_of(*t))
-      return std::string(label) + " is neither row- nor column-major (strides " + list_str(t->strides()) + ")";
-  const GemmShape s = shape_of(A, B);
-  if (std::max({s.batch, s.m, s.n, s.k}) > kMaxDimension)
-    return "a dimension is larger than 2^31 - 257; the kernels index dimensions with 32-bit integers "
-           "(a tile's end must fit too)";
-  if (A.is_cuda()) {
-    if (auto r = architecture_violation(A.get_device())) return r;
-  }
-  if (std::holds_alternative<SeedKernel>(*variant)) return vectorized_violation(A, B, C_out);
-  if (std::holds_alternative<MatrixVector>(*variant)) {
-    if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
-    return std::string("the gemv kernel takes M = 1 with a column-major B, or N = 1 with a row-major A");
-  }
-  if (const auto* fixed = std::get_if<FixedTf32x3>(&*variant)) {
-    const Tf32x3Row& row = kTf32x3Rows[fixed->row];
-    if (row.refuses)
-      if (auto r = row.refuses(key_as_given(problem_of(A, B, false)))) return r;
-  }
-  if (const auto* fixed = std::get_if<FixedConfig>(&*variant)) {
-    if (A.is_cuda() && !runs_on(fixed->config, A.get_device()))
-      return "variant " + name + " uses cp.async, which needs sm_80 or newer";
-    const Problem problem = problem_of(A, B, false);
-    if (!kKernelConfigs[fixed->config].scalar && !(problem.a_vec4 && problem.b_vec4))
-      return "variant " + name + " is built for 16-byte aligned operands only (pointer, leading dimension "
-             "and batch stride multiples of 4 floats, storage holding the last row's last 4 floats whole); "
-             "use variant='auto'";
-  }
-  return std::nullopt;
-}
-
-// The precision rules of a request: the precision must be the one the named kernel computes
-// in (a request whose precision was "auto" takes the kernel's), and 3xTF32 needs a row that
-// runs on the GPU. Apart from violation() because the lenient op answers them differently:
-// it runs IEEE fp32 instead (plan().precision_fallback says why), where the strict ops raise.
-Reason precision_violation(const at::Tensor& A, const Request& request) {
-  const bool names_tf32x3 = std::holds_alternative<FixedTf32x3>(request.variant);
-  const bool names_ieee = !names_tf32x3 && !std::holds_alternative<AutoSelect>(request.variant);
-  if (request.precision == Precision::Ieee && names_tf32x3)
-    return "variant " + request.name + " computes in 3xTF32, but precision='ieee' was asked for; pass "
-           "precision='3xtf32' or 'auto' with it, or an IEEE variant";
-  if (request.precision == Precision::Tf32x3 && names_ieee)
-    return "variant " + request.name + " computes in IEEE fp32, but precision='3xtf32' was asked for; pass "
-           "variant='auto' or a tf32x3_ variant (torch_vecgemm.variants()) with it";
-  if (request.precision != Precision::Tf32x3 || !A.is_cuda()) return std::nullopt;
-  if (const auto* fixed = std::get_if<FixedTf32x3>(&request.variant)) return tf32x3_violation(fixed->row, A.get_device());
-  return tf32x3_row_for(A.get_device()).reason;
-}
-
-// Every CUDA-side rule of a strict call (the contract and the device checked before).
-Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const Request& request) {
-  if (auto r = violation(A, B, C_out, request)) return r;
-  return precision_violation(A, request);
-}
 
 // Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
 bool rows_aligned(const at::Tensor& D) {
@@ -212,17 +69,6 @@ void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
     const at::Tensor Ct = C.transpose(-1, -2);
     run(Ct, B.transpose(-1, -2), A.transpose(-1, -2), Ct, alpha, beta, *request);
   }
-}
-
-// The precision the lenient op runs A @ B in: the one asked for, or IEEE where 3xTF32 was
-// asked for and the GPU cannot run it (`why` says so). The other rules passed.
-Precision lenient_precision(const at::Tensor& A, PrecisionRequest asked, Reason* why = nullptr) {
-  const Request request{"auto", AutoSelect{}, precision_of(AutoSelect{}, asked)};  // the switch read once
-  if (request.precision == Precision::Ieee) return Precision::Ieee;
-  Reason r = precision_violation(A, request);
-  if (!r) return request.precision;
-  if (why) *why = r;
-  return Precision::Ieee;
 }
 
 // The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
@@ -344,21 +190,6 @@ PlanSummary summary_of(const Plan& p, bool lenient, Precision served, Reason why
 }  // namespace
 
 // ---- what rules.h and tuning_controls.h declare --------------------------------------------------
-
-Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                        const std::string& variant, PrecisionRequest precision) {
-  // C is only read by the out-of-place ops, so it adds no rule of its own.
-  (void)C;
-  Reason unknown;
-  const std::optional<Request> request = parse_request(variant, precision, &unknown);
-  return request ? request_violation(A, B, nullptr, *request) : unknown;
-}
-
-Precision effective_precision(const std::string& variant, PrecisionRequest precision) {
-  const auto parsed = parse_variant(variant);
-  // An unknown name is the rules' error; until then it computes as the auto variant would.
-  return precision_of(parsed.value_or(AutoSelect{}), precision);
-}
 
 std::vector<std::string> available_variants() { return variant_names(); }
 

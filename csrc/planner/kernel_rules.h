@@ -1,0 +1,57 @@
+// The rules of the CUDA build: which variant, kernel and precision can serve a problem on a
+// device. With rules.h (the device-independent contract, the in-place rules, and
+// fallback_reason, which ends here in kernel_violation) this is the one place a call's
+// fallback or error is decided; a 3xTF32 row's own contract (`refuses`) is part of its row
+// (tf32x3_rows.h) and evaluated here.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "planner/plan.h"
+#include "precision.h"
+#include "rules.h"
+
+namespace vecgemm {
+
+// The largest M, N, K or batch: tile ends (a block's first row plus BM, up to 256) and
+// rounded-up K stay inside 32-bit arithmetic.
+constexpr int64_t kMaxDimension = (int64_t(1) << 31) - 257;
+
+// What a call asks the kernels for, parsed once where it enters: the variant (its name kept
+// for messages) and the precision it computes in, the switch read once.
+struct Request {
+  std::string name;
+  Variant variant;
+  Precision precision;
+};
+
+// The request, or none with `unknown` set: the name is not one of variant_names().
+std::optional<Request> parse_request(const std::string& name, PrecisionRequest asked, Reason* unknown);
+
+// Every CUDA-side rule of a strict call, the contract and the device checked before: the
+// operands' storage and extents, the GPU's kernel image, the named variant's own contract,
+// and the precision (the one the named kernel computes in; 3xTF32 needs a row that runs).
+// C_out: the in-place op's output (the seed's kernel writes it in place, so its rules apply).
+Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const Request& request);
+
+// The precision the lenient op runs A @ B in, its other rules passed: the one asked for (the
+// switch read once), or IEEE where 3xTF32 was asked for and the GPU cannot run it (`why`
+// says so).
+Precision lenient_precision(const at::Tensor& A, PrecisionRequest asked, Reason* why = nullptr);
+
+// Why a 3xTF32 row's kernel cannot run on the device (capability, shared memory, no image in
+// this build), or none; a recorded device answers from its record. Remembered per row and
+// device.
+Reason tf32x3_violation(int row, int device);
+// The first row that runs on the device; else the reason the most widely usable row gives
+// (why 3xTF32 cannot run at all: the planner's choice among runnable rows is plan.cpp's).
+struct Tf32x3Pick {
+  std::optional<int> row;
+  Reason reason;
+};
+Tf32x3Pick tf32x3_row_for(int device);
+
+}  // namespace vecgemm
