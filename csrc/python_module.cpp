@@ -84,15 +84,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("fallback_reason", &vecgemm::fallback_reason, py::arg("A"), py::arg("B"),
         py::arg("C") = py::none(), py::arg("variant") = "auto", py::arg("precision") = "auto",
         "None if the CUDA kernel will run for alpha * A @ B + beta * C, else why not.");
-  // The CUDA-side rules alone, on tensors of any device: lets tests check them without a GPU.
-  m.def(
-      "_kernel_violation",
-      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, const std::string& variant,
-         const std::string& precision) {
-        return vecgemm::kernel_violation(A, B, C, variant, vecgemm::parse_precision(precision));
-      },
-      py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
-      py::arg("precision") = "auto");
   // The switch behind precision "auto" (precision.h); torch_vecgemm.set_precision keeps its
   // Python mirror, which torch.compile guards on, in step.
   m.def("_set_precision", [](const std::string& name) {
@@ -135,6 +126,15 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   testing.def("set_dependent_launch", &vecgemm::set_dependent_launch,
               "Whether second passes may overlap the end of the kernel before them (on unless "
               "VECGEMM_DEPENDENT_LAUNCH=0).");
+  // The CUDA-side rules alone, on tensors of any device: the tests check them without a GPU.
+  testing.def(
+      "kernel_violation",
+      [](const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, const std::string& variant,
+         const std::string& precision) {
+        return vecgemm::kernel_violation(A, B, C, variant, vecgemm::parse_precision(precision));
+      },
+      py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
+      py::arg("precision") = "auto", "Why the CUDA kernels' rules refuse the problem (the contract aside), or None.");
   testing.def("resident_blocks", &vecgemm::resident_blocks, py::arg("config"),
               "Resident blocks of a kernel config's kernel on the current CUDA device (SMs x blocks per SM).");
   // Planning without the GPU (device_facts.h): a GPU's facts recorded there, planned for here.

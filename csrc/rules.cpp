@@ -17,10 +17,8 @@ std::string sizes_str(const at::Tensor& t) { return list_str(t.sizes()); }
 bool spans_intersect(const at::Tensor& a, const at::Tensor& b) {
   if (a.numel() == 0 || b.numel() == 0 || !a.storage().is_alias_of(b.storage())) return false;
   auto span = [](const at::Tensor& t) {
-    int64_t last = 0;
-    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
     const auto first = reinterpret_cast<uintptr_t>(t.data_ptr());
-    return std::make_pair(first, first + (last + 1) * t.element_size());
+    return std::make_pair(first, first + (last_offset(t) + 1) * t.element_size());
   };
   const auto [a0, a1] = span(a);
   const auto [b0, b1] = span(b);
@@ -49,6 +47,12 @@ Reason self_overlap(const at::Tensor& C) {
 }
 
 }  // namespace
+
+int64_t last_offset(const at::Tensor& t) {
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return last;
+}
 
 std::string list_str(c10::IntArrayRef values) {
   std::string out = "[";

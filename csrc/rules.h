@@ -1,7 +1,9 @@
-// The rules that decide whether an input can take a CUDA kernel, in one place. The strict
-// ops raise with the returned text; the lenient op and torch_vecgemm.fallback_reason()
-// fall back to ATen with it. Nothing here depends on CUDA, so a CPU-only build gives
-// the same answers (every CUDA input then falls back with "built without CUDA").
+// The rules that decide whether an input can take a CUDA kernel: the device-independent
+// half here, the CUDA build's (variants, kernel images, precision) in
+// planner/kernel_rules.h, which kernel_violation below enters. The strict ops raise with the
+// returned text; the lenient op and torch_vecgemm.fallback_reason() fall back to ATen with
+// it. Nothing here depends on CUDA, so a CPU-only build gives the same answers (every CUDA
+// input then falls back with "built without CUDA").
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -22,10 +24,17 @@ struct MatrixStorage {
 };
 std::optional<MatrixStorage> storage_of(const at::Tensor& t);
 
+// Where a non-empty view's last element lies past its first, in elements (strides are
+// non-negative for every view the rules let through).
+int64_t last_offset(const at::Tensor& t);
+
 // "[a, b, c]", for messages.
 std::string list_str(c10::IntArrayRef values);
 
-// Shape of the product, batch included (batch = 1 for matrices).
+// The rules' view of a product: its extents, batch included (batch = 1 for matrices). The
+// later stages' views are Problem (the planner's input, planner/plan.h), ProblemKey (what
+// the kernels read after copies, planner/cost_model.h) and GemmParams (a launch's,
+// kernels/gemm_params.h).
 struct GemmShape {
   int64_t batch, m, n, k;
   bool batched;

@@ -235,7 +235,7 @@ def cpu(rng, *shape):
 )
 def test_cuda_rules_checked_without_a_gpu(A, B, variant, message, rng):
     # The CUDA-side rules depend only on shapes, strides and pointers, so CI checks them on CPU tensors.
-    reason = torch_vecgemm._C._kernel_violation(A(rng), B(rng), None, variant)
+    reason = torch_vecgemm._C._testing.kernel_violation(A(rng), B(rng), None, variant)
     assert reason is not None and message in reason, reason
 
 
@@ -245,7 +245,7 @@ def test_aligned_operands_hold_their_last_chunk(rng):
     # storage must hold a row's last chunk or the copy reads past the allocation (memcheck
     # found it, issue 23). A single line's leading dimension says nothing of it.
     # async_128x64x16_s3 has no 4-byte-copy instance.
-    variant, violation = "async_128x64x16_s3", torch_vecgemm._C._kernel_violation
+    variant, violation = "async_128x64x16_s3", torch_vecgemm._C._testing.kernel_violation
     A = cpu(rng, 8, 4)
     padded = cpu(rng, 4, 8)[:, :6]  # rows of 6 at ld 8: the last chunk, floats 28-31, held
     cut = cpu(rng, 30).as_strided((4, 6), (8, 1))  # the same view of storage ending at float 30
@@ -272,7 +272,7 @@ def test_aligned_operands_hold_their_last_chunk(rng):
     ids=["offset, odd ld", "transposed", "batched, broadcast B", "1 x 1", "K = 1"],
 )
 def test_auto_takes_any_layout_and_alignment(A, B, rng):
-    assert torch_vecgemm._C._kernel_violation(A(rng), B(rng), None, "auto") is None
+    assert torch_vecgemm._C._testing.kernel_violation(A(rng), B(rng), None, "auto") is None
 
 
 @gpu

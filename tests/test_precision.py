@@ -196,7 +196,7 @@ def test_precision_rules_checked_without_a_gpu(rng):
     # The rules between variant and precision depend on names alone: checked on CPU tensors.
     A, B = randn(rng, 64, 32, device="cpu"), randn(rng, 32, 48, device="cpu")
     tiled, row = TILINGS[0], TF32X3_KERNELS[0]
-    violation = torch_vecgemm._C._kernel_violation
+    violation = torch_vecgemm._C._testing.kernel_violation
     column_major_b = B.t().contiguous().t()  # gemv: M = 1 with a column-major B
     assert "computes in IEEE fp32" in violation(A[:1], column_major_b, None, "gemv", "3xtf32")
     assert "computes in IEEE fp32, but precision='3xtf32'" in violation(A, B, None, tiled, "3xtf32")
@@ -749,7 +749,7 @@ def test_narrow_side_rows_refuse_what_they_cannot_read(rng):
     # The rows read K-contiguous operands 16 bytes at a time and a narrow side of at most
     # 32: anything else is refused by name (the strict op raises, the wrapper falls back),
     # and auto never plans them there. Checked on CPU tensors: the rule is the shapes'.
-    violation = torch_vecgemm._C._kernel_violation
+    violation = torch_vecgemm._C._testing.kernel_violation
     for variant, kind in NARROW_SIDE.items():
         A, B = _narrow_operands(rng, kind, 4, 64, 128, device="cpu")
         assert violation(A, B, None, variant, "3xtf32") is None

@@ -34,7 +34,7 @@ bool ragged_k_checked(const ProblemKey& key, int config, int64_t real_splits, in
 // The blocks on the last row or column of tiles where that is partial (edge tiles), which
 // the register-staged kernels run on their bounds-checked main loop; none where every block
 // runs it already (ragged_k_checked), or for the cp.async kernels, whose edge loops cost
-// what their interior loops do (docs/performance.md, step 39).
+// what their interior loops do (docs/history.md, step 39).
 int64_t checked_edge_blocks(const ProblemKey& key, int config, int64_t real_splits, int slice) {
   if (kKernelConfigs[config].mainloop.family != MainloopFamily::RegisterStaged) return 0;
   if (real_splits == 1 && ragged_k_checked(key, config, real_splits, slice)) return 0;
@@ -50,7 +50,7 @@ int64_t checked_edge_blocks(const ProblemKey& key, int config, int64_t real_spli
 // where the r blocks keep two warps or more on each of its four schedulers; with one warp a
 // scheduler nothing hides its latencies (the profile's one_warp_throughput). Each edge block
 // on the checked loop the SM holds costs it checked_loop block times: the SMs holding one
-// set a single wave's end (docs/performance.md, step 40: ~1.25x the others at 739x5424x926).
+// set a single wave's end (docs/history.md, step 40: ~1.25x the others at 739x5424x926).
 double block_times(const ProblemKey& key, int config, int64_t real_splits, int slice) {
   const Tiling& t = tiling_of(config);
   const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
@@ -207,7 +207,7 @@ std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& ke
   }
   // Equal estimates mean the same bound decides (moving the operands, usually) and the model
   // cannot tell the candidates apart; the one with more tiles in flight then loses less to
-  // the load latency and epilogue it does not price (docs/performance.md, step 30: the
+  // the load latency and epilogue it does not price (docs/history.md, step 30: the
   // cp.async 64 x 64 tiling beat the register-staged one on 34 of the sweep's 40 weakest).
   std::stable_sort(out.begin(), out.end(), [](const auto& x, const auto& y) {
     if (x.first != y.first) return x.first < y.first;

@@ -14,7 +14,8 @@
 
 namespace vecgemm {
 
-// A problem as the tiled kernels see it (after any operand copies).
+// A problem as the kernels see it, after any operand copies: what the cost model prices and
+// the tuning cache is keyed by (str()).
 struct ProblemKey {
   int batch, m, n, k;
   Layout la, lb;

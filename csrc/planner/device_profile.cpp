@@ -43,7 +43,7 @@ constexpr KernelFigure kH200Kernels[] = {
 
 // The H200's 4-byte-load instances: each config with one, on the same problem with every
 // leading dimension one float longer, at 1024x3072x1024 and 2048^3 (the geometric mean of
-// the two; docs/performance.md, step 43). The register-staged rows load a misaligned row
+// the two; docs/history.md, step 43). The register-staged rows load a misaligned row
 // float by float into registers; the cp.async rows copy 4 bytes at a time, which costs
 // them most in cr, where both operands' copies are 4-byte ones.
 constexpr KernelFigure kH200ScalarLoads[] = {
@@ -65,7 +65,7 @@ struct Tf32x3Figure {
   double k_tile_ns, block_overhead_tiles, kernel_split_ns;
 };
 
-// The H200 at 4096^3 rr (docs/performance.md, steps 31-32): the wgmma row from the kernel
+// The H200 at 4096^3 rr (docs/history.md, steps 31-32): the wgmma row from the kernel
 // time without the split pass over 8 waves of 128 K tiles; the mma.sync ones from 1.1x
 // cuBLAS fp32 (56 TFLOP/s), 8 waves of 2 (128 x 64) or 1 (128 x 128) blocks a SM; 64 x 128
 // given 128 x 64's (the same warps, MMAs and loads a block K tile; step 33). Their fixed

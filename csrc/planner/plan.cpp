@@ -35,7 +35,7 @@ constexpr const char* kGemv = "gemv";
 // is large enough to cover the extra launches. The storage orders run at different speeds
 // too (the device profile's order_percent), so a copy may also change an operand's order.
 // Which copies, if any, is the cost model's call: the operands as given against every set
-// of copies, each priced with its pass (docs/performance.md, steps 17 and 44).
+// of copies, each priced with its pass (docs/history.md, steps 17 and 44).
 constexpr int64_t kCopyMinReuse = 256;
 constexpr int64_t kCopyMinMacs = int64_t(1) << 30;
 // K is padded to a multiple of every config's BK.
@@ -53,8 +53,7 @@ Layout other(Layout l) { return l == Layout::RowMajor ? Layout::ColMajor : Layou
 bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
   const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
   if (!aligned16(t.data_ptr()) || s.ld % 4 != 0 || batch_stride % 4 != 0) return false;
-  int64_t last = 0;  // the last element's offset from the data pointer, in floats
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  const int64_t last = last_offset(t);  // in floats, from the data pointer
   const int64_t held = int64_t(t.storage().nbytes() / sizeof(float)) - t.storage_offset();
   return (last / 4 + 1) * 4 <= held;
 }
@@ -176,9 +175,9 @@ int variant_code(const Variant& variant) {
   return -3;
 }
 
-// Everything plan() reads: the problem (its leading dimensions only through the vec4
-// flags), the variant, and the state of the process that can change a choice (the tuning
-// cache's generation, autotune mode, deterministic mode).
+// The plan cache's key: everything plan() reads, the problem (its leading dimensions only
+// through the vec4 flags), the variant, and the state of the process that can change a
+// choice (the tuning cache's generation, autotune mode, deterministic mode).
 struct PlanKey {
   int64_t batch, m, n, k;
   int device, variant;

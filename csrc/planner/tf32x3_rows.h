@@ -80,7 +80,7 @@ Reason refuses_few_columns(const ProblemKey& key);
 }  // namespace tf32x3_skinny_row
 
 // The wgmma form where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync form's
-// 1.1x on the H200 (docs/performance.md, step 31), but it pays a split pass over the
+// 1.1x on the H200 (docs/history.md, step 31), but it pays a split pass over the
 // operands it cannot split itself, which small-M problems do not earn back (step 32). 128 x 64: two blocks of 4
 // warps per SM measured faster than one of 8 at every size on the H200 with the kernel's
 // earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,

@@ -101,7 +101,7 @@ struct AsyncTile {
   //    A K-contiguous thread's rows change from copy to copy: a row past x_left copies the
   //    last row instead (a few lanes of a warp on one sector). Neither costs the main loop
   //    a test per copy. Clamping the X-contiguous copies too put whole warps on one address,
-  //    which made the 4-byte copies up to 1.5x slower (docs/performance.md, step 39).
+  //    which made the 4-byte copies up to 1.5x slower (docs/history.md, step 39).
   //  - kCheckK, for the tile that holds the remainder of K: the K past k_left reads as zero,
   //    which every row needs.
   template <bool kCheckX, bool kCheckK>

@@ -32,7 +32,7 @@ namespace vecgemm {
 // BK whole: only the first copy checks K, so a block inside the problem (kCheckX false)
 // copies every other tile unchecked whatever K is. Where K is not a multiple of BK, which
 // is most problems too small for auto to pad K (plan.cpp), a block would otherwise check
-// every copy (docs/performance.md, step 37). kCheckX: the block's tile reaches past the
+// every copy (docs/history.md, step 37). kCheckX: the block's tile reaches past the
 // problem's last row or column, so its copies keep their sources inside the operands
 // (AsyncTile::copy), at 0-11 instructions a K tile more than the interior's loop (step 39);
 // an instance for both would put that in the interior's loop too.
@@ -64,7 +64,7 @@ __device__ __forceinline__ void async_mainloop(TileA& tile_a, TileB& tile_b, flo
   };
   // The fill stays a loop: unrolled, it held kAhead copies of the copy code (up to 7.5 KB
   // each), fetched cold by every SM, and on problems of a few K tiles the warps mostly
-  // waited for instructions (docs/performance.md, step 37).
+  // waited for instructions (docs/history.md, step 37).
 #pragma unroll 1
   for (int t = 1; t < kAhead; ++t) copy_next();
 

@@ -53,7 +53,7 @@
 //
 // Operand traffic: 2x fp32's (big and small), 64 KB from L2 per K tile of a 128 x 128 block:
 // ~7 TB/s at the kernel's 120 TFLOP/s. Clusters of two blocks sharing B through TMA
-// multicast (48 KB a block's K tile) measured 0.78x this kernel (docs/performance.md, step
+// multicast (48 KB a block's K tile) measured 0.78x this kernel (docs/history.md, step
 // 32): whatever the traffic saved, tying two blocks' pipelines together (a stage refilled
 // only when both are done with it) cost more.
 //
@@ -208,7 +208,7 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
 // the source (ptxas still keeps only the next chunk's in flight); taking the splitters'
 // latency out of the way did not help: splitting both operands ran 1.45x the kernel on the
 // split pass's parts as a plain loop and 1.58x so, shared memory's traffic being the cost
-// (docs/performance.md, step 36). The writes are the generic proxy's and wgmma reads
+// (docs/history.md, step 36). The writes are the generic proxy's and wgmma reads
 // through the async proxy: the caller fences before it releases the stage.
 __device__ __forceinline__ void split_in_place(unsigned char* tile, int thread) {
   constexpr int kChunks = kPartBytes / 16;
