@@ -82,6 +82,19 @@ constexpr Tf32x3Figure kH200Tf32x3[] = {
     {"tf32x3_few_rows_mma", 2400.0, 0.5, 0.0},    {"tf32x3_few_cols_mma", 2400.0, 0.5, 0.0},
 };
 
+// A GPU without a measured profile, taken to be A100-class like kNeutralRates: the mma.sync
+// rows at the H200's time a K tile times the clocks' ratio (1.98 GHz against 1.41), on the
+// assumption that an SM issues mma.sync's TF32 MMAs at the same rate a clock on both (the
+// H200's own measured share of its peak is issue 40's item 4). That prices 3xTF32 at ~2.3x
+// the SIMT kernels on such a GPU, where CUTLASS reports ~2.5x SGEMM on an A100. The
+// narrow-side rows are memory-bound: 64 KB an SM a K tile over 108 SMs at 1490 B/ns. The
+// wgmma row runs on sm_90a only, where the H200's figures serve.
+constexpr Tf32x3Figure kNeutralTf32x3[] = {
+    {"tf32x3_128x128_wgmma", 1150.0, 2.0, 150.0}, {"tf32x3_128x64_mma", 3370.0, 2.0, 0.0},
+    {"tf32x3_64x128_mma", 3370.0, 2.0, 0.0},      {"tf32x3_128x128_mma", 6740.0, 2.0, 0.0},
+    {"tf32x3_few_rows_mma", 4750.0, 0.5, 0.0},    {"tf32x3_few_cols_mma", 4750.0, 0.5, 0.0},
+};
+
 // Each figure's row in p's table (kernel_percent or scalar_load_percent), by variant name.
 void fill_figures(const char* profile, const KernelFigure* figures, int count, int (&table)[kNumKernelConfigs][kNumOrders]) {
   for (int i = 0; i < count; ++i) {
@@ -119,7 +132,8 @@ constexpr Rates kH200Rates{
 constexpr Rates kNeutralRates{68.0, 1490.0, 2500.0, 1200.0, 800.0, 520.0};
 
 DeviceProfile make_profile(const char* name, const Rates& rates, const KernelFigure* figures, int count,
-                           const KernelFigure* scalar_loads, int scalar_count, const int (&order_percent)[4]) {
+                           const KernelFigure* scalar_loads, int scalar_count, const int (&order_percent)[4],
+                           const Tf32x3Figure (&tf32x3)[kNumTf32x3Rows]) {
   DeviceProfile p{};
   p.name = name;
   p.macs_per_ns_per_sm = rates.macs_per_ns_per_sm;
@@ -139,7 +153,7 @@ DeviceProfile make_profile(const char* name, const Rates& rates, const KernelFig
   // t816's lone blocks (2 a SM) kept it at 0.52: a partial wave took 516 us against a full
   // one's 536 at 3072^3.
   p.one_warp_throughput = 0.52;
-  for (const Tf32x3Figure& f : kH200Tf32x3) {
+  for (const Tf32x3Figure& f : tf32x3) {
     const auto row = tf32x3_row_of(f.row);
     TORCH_INTERNAL_ASSERT(row.has_value(), "device profile ", name, " names no 3xTF32 row '", f.row, "'");
     p.tf32x3_k_tile_ns[*row] = f.k_tile_ns;
@@ -160,13 +174,15 @@ DeviceProfile make_profile(const char* name, const Rates& rates, const KernelFig
 
 const DeviceProfile& h200() {
   static const DeviceProfile p = make_profile("NVIDIA H200", kH200Rates, kH200Kernels, int(std::size(kH200Kernels)),
-                                              kH200ScalarLoads, int(std::size(kH200ScalarLoads)), {96, 94, 100, 95});
+                                              kH200ScalarLoads, int(std::size(kH200ScalarLoads)), {96, 94, 100, 95},
+                                              kH200Tf32x3);
   return p;
 }
 
 // Every kernel and storage order counts the same; 4-byte loads cost every kernel alike.
 const DeviceProfile& neutral() {
-  static const DeviceProfile p = make_profile("neutral", kNeutralRates, nullptr, 0, nullptr, 0, {100, 100, 100, 100});
+  static const DeviceProfile p =
+      make_profile("neutral", kNeutralRates, nullptr, 0, nullptr, 0, {100, 100, 100, 100}, kNeutralTf32x3);
   return p;
 }
 
