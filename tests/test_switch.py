@@ -81,6 +81,15 @@ ROUTED = {
     "mm out=": lambda A, B, C: torch.mm(A, B, out=torch.empty(A.shape[0], B.shape[1], device="cuda")),
     "addmm": lambda A, B, C: torch.addmm(C, A, B, beta=0.5, alpha=2.0),
     "addmm out=": lambda A, B, C: torch.addmm(C, A, B, out=torch.empty(A.shape[0], B.shape[1], device="cuda")),
+    # NaN-poisoned out= tensors the kernels write as out^T = B^T A^T, and one whose rows
+    # start off 16 bytes.
+    "mm out= column-major": lambda A, B, C: torch.mm(A, B, out=_nans(B.shape[1], A.shape[0]).t()),
+    "addmm out= column-major": lambda A, B, C: torch.addmm(
+        C, A, B, beta=0.5, alpha=2.0, out=_nans(B.shape[1], A.shape[0]).t()),
+    "bmm out= column-major": lambda A, B, C: torch.bmm(
+        A.view(3, -1, A.shape[1]), B.expand(3, *B.shape), out=_nans(3, B.shape[1], A.shape[0] // 3).transpose(1, 2)),
+    "mm out= rows off 16 bytes": lambda A, B, C: torch.mm(
+        A, B, out=_nans(A.shape[0] * B.shape[1] + 1)[1:].view(A.shape[0], B.shape[1])),
     "matmul": lambda A, B, C: torch.matmul(A, B),
     "@ column-major B": lambda A, B, C: A @ B.t().contiguous().t(),
     "linear": lambda A, B, C: F.linear(A, B.t(), C),
@@ -92,6 +101,10 @@ ROUTED = {
     "einsum": lambda A, B, C: torch.einsum("bik,kj->bij", A.view(3, -1, A.shape[1]), B),
     "tensordot": lambda A, B, C: torch.tensordot(A.view(3, -1, A.shape[1]), B, dims=1),
 }
+
+
+def _nans(*shape):
+    return torch.full(shape, float("nan"), device="cuda")
 
 
 def _linear_module(B, C):

@@ -26,11 +26,6 @@
 namespace vecgemm {
 namespace {
 
-// Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
-bool rows_aligned(const at::Tensor& D) {
-  return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
-}
-
 // D = alpha * A @ B + beta * C as requested (the rules checked by the caller).
 void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
          double alpha, double beta, const Request& request) {
@@ -72,9 +67,10 @@ void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
 }
 
 // The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
-Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, Precision precision) {
+Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, Precision precision,
+             std::optional<bool> d_rows_aligned = std::nullopt) {
   const c10::cuda::CUDAGuard guard(A.device());
-  return plan(problem_of(A, B, shape_of(A, B).n % 4 == 0), variant, precision);
+  return plan(problem_of(A, B, d_rows_aligned.value_or(shape_of(A, B).n % 4 == 0)), variant, precision);
 }
 
 // Where the planner declines 3xTF32 (plan.cpp, tf32x3_declined), the lenient op hands the
@@ -91,21 +87,24 @@ bool hands_to_torch(const Plan& plan) {
 
 }  // namespace
 
+bool rows_aligned(const at::Tensor& D) {
+  return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
+}
+
 std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                                 PrecisionRequest request) {
+                                 PrecisionRequest request, std::optional<bool> d_rows_aligned) {
   // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
   if (fallback_reason(A, B, C, "auto", "ieee")) return std::nullopt;
-  Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A, request));
+  Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A, request), d_rows_aligned);
   if (hands_to_torch(p)) return std::nullopt;
   return p;
 }
 
-bool planned_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
-                    const std::optional<at::Tensor>& C) {
-  const GemmShape s = shape_of(A, B);
-  const std::vector<int64_t> sizes = s.out_sizes();
+bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
+                     const std::optional<at::Tensor>& C) {
+  const std::vector<int64_t> sizes = shape_of(A, B).out_sizes();
   if (D.scalar_type() != at::kFloat || D.device() != A.device() || D.sizes() != at::IntArrayRef(sizes) ||
-      !D.is_contiguous() || rows_aligned(D) != (s.n % 4 == 0) || at::has_internal_overlap(D) != at::MemOverlap::No)
+      !D.is_contiguous() || at::has_internal_overlap(D) != at::MemOverlap::No)
     return false;
   for (const at::Tensor* t : {&A, &B, C ? &*C : nullptr})
     if (t != nullptr && at::get_overlap_status(D, *t) != at::MemOverlapStatus::No) return false;

@@ -10,16 +10,19 @@
 
 namespace vecgemm {
 
-// The plan the lenient op runs alpha * A @ B + beta * C on, into a freshly allocated dense
-// D (rows 16-byte aligned where N is a multiple of 4), or none where torch's own product
-// serves it: a rule refuses the problem, or precision 3xTF32 is declined and torch's fp32
-// product stands in (dispatch.cpp, hands_to_torch).
+// The plan the lenient op runs alpha * A @ B + beta * C on, into a dense row-major D whose
+// rows start 16-byte aligned or not as d_rows_aligned says (by default a freshly allocated
+// D's: where N is a multiple of 4), or none where torch's own product serves it: a rule
+// refuses the problem, or precision 3xTF32 is declined and torch's fp32 product stands in
+// (dispatch.cpp, hands_to_torch).
 std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                                 PrecisionRequest request);
+                                 PrecisionRequest request, std::optional<bool> d_rows_aligned = std::nullopt);
 
-// Whether D is what lenient_plan plans for: float32, dense row-major with the product's
-// sizes, its rows 16-byte aligned exactly where N is a multiple of 4, and overlapping none of
-// the operands.
-bool planned_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C);
+// Whether the kernels can write the product into D: float32 on A's device, dense row-major
+// with the product's sizes, no element twice, and overlapping none of the operands.
+bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C);
+
+// Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
+bool rows_aligned(const at::Tensor& D);
 
 }  // namespace vecgemm
