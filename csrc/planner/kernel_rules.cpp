@@ -83,7 +83,7 @@ Precision precision_of(const Variant& variant, PrecisionRequest asked) {
 // The CUDA-side rules for a named variant; C_out: the in-place op's output (the seed's
 // kernel writes it in place, so its rules apply to it too).
 Reason variant_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const Request& request) {
-  const Variant* variant = &request.variant;
+  const Variant& variant = request.variant;
   const std::string& name = request.name;
   for (const auto& [label, t] : {std::pair<const char*, const at::Tensor*>{"A", &A}, {"B", &B}})
     if (!storage_of(*t))
@@ -95,17 +95,17 @@ Reason variant_violation(const at::Tensor& A, const at::Tensor& B, const at::Ten
   if (A.is_cuda()) {
     if (auto r = architecture_violation(A.get_device())) return r;
   }
-  if (std::holds_alternative<SeedKernel>(*variant)) return vectorized_violation(A, B, C_out);
-  if (std::holds_alternative<MatrixVector>(*variant)) {
+  if (std::holds_alternative<SeedKernel>(variant)) return vectorized_violation(A, B, C_out);
+  if (std::holds_alternative<MatrixVector>(variant)) {
     if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
     return std::string("the gemv kernel takes M = 1 with a column-major B, or N = 1 with a row-major A");
   }
-  if (const auto* fixed = std::get_if<FixedTf32x3>(&*variant)) {
+  if (const auto* fixed = std::get_if<FixedTf32x3>(&variant)) {
     const Tf32x3Row& row = kTf32x3Rows[fixed->row];
     if (row.refuses)
       if (auto r = row.refuses(key_as_given(problem_of(A, B, false)))) return r;
   }
-  if (const auto* fixed = std::get_if<FixedConfig>(&*variant)) {
+  if (const auto* fixed = std::get_if<FixedConfig>(&variant)) {
     if (A.is_cuda() && !runs_on(fixed->config, A.get_device()))
       return "variant " + name + " uses cp.async, which needs sm_80 or newer";
     const Problem problem = problem_of(A, B, false);
@@ -179,11 +179,11 @@ Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Ten
   return precision_violation(A, request);
 }
 
-Precision lenient_precision(const at::Tensor& A, PrecisionRequest asked, Reason* why) {
-  const Request request{"auto", AutoSelect{}, precision_of(AutoSelect{}, asked)};  // the switch read once
-  if (request.precision == Precision::Ieee) return Precision::Ieee;
-  Reason r = precision_violation(A, request);
-  if (!r) return request.precision;
+Precision lenient_precision(int device, PrecisionRequest asked, Reason* why) {
+  const Precision precision = precision_of(AutoSelect{}, asked);  // the switch read once
+  if (precision == Precision::Ieee) return Precision::Ieee;
+  Reason r = tf32x3_row_for(device).reason;
+  if (!r) return precision;
   if (why) *why = r;
   return Precision::Ieee;
 }

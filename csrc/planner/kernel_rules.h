@@ -37,10 +37,10 @@ std::optional<Request> parse_request(const std::string& name, PrecisionRequest a
 // C_out: the in-place op's output (the seed's kernel writes it in place, so its rules apply).
 Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Tensor* C_out, const Request& request);
 
-// The precision the lenient op runs A @ B in, its other rules passed: the one asked for (the
-// switch read once), or IEEE where 3xTF32 was asked for and the GPU cannot run it (`why`
-// says so).
-Precision lenient_precision(const at::Tensor& A, PrecisionRequest asked, Reason* why = nullptr);
+// The precision the lenient op runs a product in on a CUDA (or recorded) device, its other
+// rules passed: the one asked for (the switch read once), or IEEE where 3xTF32 was asked for
+// and the device cannot run it (`why` says so).
+Precision lenient_precision(int device, PrecisionRequest asked, Reason* why = nullptr);
 
 // Why a 3xTF32 row's kernel cannot run on the device (capability, shared memory, no image in
 // this build), or none; a recorded device answers from its record. Remembered per row and

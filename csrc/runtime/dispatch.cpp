@@ -95,7 +95,7 @@ std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const
                                  PrecisionRequest request, std::optional<bool> d_rows_aligned) {
   // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
   if (fallback_reason(A, B, C, "auto", "ieee")) return std::nullopt;
-  Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A, request), d_rows_aligned);
+  Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A.get_device(), request), d_rows_aligned);
   if (hands_to_torch(p)) return std::nullopt;
   return p;
 }
@@ -207,7 +207,7 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
   Reason why_ieee;
   // For a named variant the rules above read the switch; a thread setting it meanwhile
   // changes only what this summary says, never what a call runs.
-  const Precision served = lenient ? lenient_precision(A, request, &why_ieee) : effective_precision(variant, request);
+  const Precision served = lenient ? lenient_precision(A.get_device(), request, &why_ieee) : effective_precision(variant, request);
   return summary_of(plan_of(A, B, *parse_variant(variant), served), lenient, served, why_ieee);
 }
 
@@ -233,10 +233,7 @@ PlanSummary recorded_plan_summary(int device, int64_t batch, int64_t m, int64_t 
                         MatrixStorage{lb, lb == Layout::RowMajor ? n : k},
                         a_vec4, b_vec4, false, false, n % 4 == 0, device};
   Reason why_ieee;
-  Precision served = effective_precision("auto", parse_precision(precision));
-  if (served == Precision::Tf32x3) {
-    if ((why_ieee = tf32x3_row_for(device).reason)) served = Precision::Ieee;
-  }
+  const Precision served = lenient_precision(device, parse_precision(precision), &why_ieee);
   return summary_of(plan(problem, AutoSelect{}, served), true, served, why_ieee);
 }
 
