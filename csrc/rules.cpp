@@ -12,19 +12,6 @@ namespace {
 
 std::string sizes_str(const at::Tensor& t) { return list_str(t.sizes()); }
 
-// Whether the address ranges two views may touch intersect (conservative for interleaved
-// views of one buffer, which is fine for a safety check).
-bool spans_intersect(const at::Tensor& a, const at::Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0 || !a.storage().is_alias_of(b.storage())) return false;
-  auto span = [](const at::Tensor& t) {
-    const auto first = reinterpret_cast<uintptr_t>(t.data_ptr());
-    return std::make_pair(first, first + (last_offset(t) + 1) * t.element_size());
-  };
-  const auto [a0, a1] = span(a);
-  const auto [b0, b1] = span(b);
-  return a0 < b1 && b0 < a1;
-}
-
 // Elements of C that share an address, which has_internal_overlap cannot always tell (it
 // answers "too hard" for most strided views): a row (or column) shorter than the stride
 // between rows (columns), or matrices of a batch closer than one matrix's extent.
@@ -47,6 +34,17 @@ Reason self_overlap(const at::Tensor& C) {
 }
 
 }  // namespace
+
+bool spans_intersect(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || !a.storage().is_alias_of(b.storage())) return false;
+  auto span = [](const at::Tensor& t) {
+    const auto first = reinterpret_cast<uintptr_t>(t.data_ptr());
+    return std::make_pair(first, first + (last_offset(t) + 1) * t.element_size());
+  };
+  const auto [a0, a1] = span(a);
+  const auto [b0, b1] = span(b);
+  return a0 < b1 && b0 < a1;
+}
 
 int64_t last_offset(const at::Tensor& t) {
   int64_t last = 0;

@@ -28,6 +28,11 @@ std::optional<MatrixStorage> storage_of(const at::Tensor& t);
 // non-negative for every view the rules let through).
 int64_t last_offset(const at::Tensor& t);
 
+// Whether the address ranges two views may touch intersect: conservative for interleaved
+// views of one buffer, which is fine for a safety check, and unlike at::get_overlap_status
+// it answers for expanded (broadcast) and padded views too.
+bool spans_intersect(const at::Tensor& a, const at::Tensor& b);
+
 // "[a, b, c]", for messages.
 std::string list_str(c10::IntArrayRef values);
 

@@ -90,6 +90,12 @@ ROUTED = {
         A.view(3, -1, A.shape[1]), B.expand(3, *B.shape), out=_nans(3, B.shape[1], A.shape[0] // 3).transpose(1, 2)),
     "mm out= rows off 16 bytes": lambda A, B, C: torch.mm(
         A, B, out=_nans(A.shape[0] * B.shape[1] + 1)[1:].view(A.shape[0], B.shape[1])),
+    # Padded rows, as inductor pads its buffers' strides (a logits buffer of 50257 columns).
+    "mm out= padded rows": lambda A, B, C: torch.mm(A, B, out=_padded(A.shape[0], B.shape[1])),
+    "addmm out= column-major, padded": lambda A, B, C: torch.addmm(
+        C, A, B, out=_padded(B.shape[1], A.shape[0]).t()),
+    "bmm out= padded rows": lambda A, B, C: torch.bmm(
+        A.view(3, -1, A.shape[1]), B.expand(3, *B.shape), out=_padded(A.shape[0], B.shape[1]).unflatten(0, (3, -1))),
     "matmul": lambda A, B, C: torch.matmul(A, B),
     "@ column-major B": lambda A, B, C: A @ B.t().contiguous().t(),
     "linear": lambda A, B, C: F.linear(A, B.t(), C),
@@ -105,6 +111,11 @@ ROUTED = {
 
 def _nans(*shape):
     return torch.full(shape, float("nan"), device="cuda")
+
+
+def _padded(rows, cols, pad=3):
+    """A NaN-poisoned rows x cols view whose rows are `pad` floats longer than it."""
+    return _nans(rows, cols + pad)[:, :cols]
 
 
 def _linear_module(B, C):
@@ -133,6 +144,20 @@ def test_products_run_on_the_library(form, rng):
     assert on_library, f"{form} ran on torch's kernels with the switch on"
     assert out.shape == want.shape
     torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+
+
+@gpu
+def test_padded_out_keeps_its_padding(rng):
+    # The kernels store through out's row stride: the padding between rows stays untouched.
+    A, B, C = _operands(rng)
+    rows, cols = _nans(A.shape[0], B.shape[1] + 3), _nans(B.shape[1], A.shape[0] + 5)
+    with torch_vecgemm.enable("ieee"):
+        (_, on_rows), (_, on_cols) = (ran_on_library(lambda: torch.mm(A, B, out=rows[:, :B.shape[1]])),
+                                      ran_on_library(lambda: torch.addmm(C, A, B, out=cols[:, :A.shape[0]].t())))
+    assert on_rows and on_cols
+    torch.testing.assert_close(rows[:, :B.shape[1]], A @ B, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(cols[:, :A.shape[0]].t(), torch.addmm(C, A, B), rtol=1e-5, atol=1e-5)
+    assert rows[:, B.shape[1]:].isnan().all() and cols[:, A.shape[0]:].isnan().all()
 
 
 @gpu

@@ -43,9 +43,10 @@ std::optional<at::Tensor> product(const at::Tensor& A, const at::Tensor& B, cons
 }
 
 // The same into `out`, resized as torch resizes an out= argument; false leaves the product
-// to torch (before anything is resized where a rule refuses it). An out whose matrices are
-// column-major (inductor lays some gradients out so) is a row-major out^T = B^T A^T: the
-// same kernels, operands swapped, C broadcast to the result first.
+// to torch (before anything is resized where a rule refuses it). out's matrices may have
+// padded rows or columns (inductor pads its buffers' strides). A column-major out (inductor
+// lays some gradients out so) is a row-major out^T = B^T A^T: the same kernels, operands
+// swapped, C broadcast to the result first.
 bool product_into(at::Tensor& out, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                   double alpha, double beta) {
   if (out.scalar_type() != at::kFloat || out.device() != A.device()) return false;
@@ -54,8 +55,10 @@ bool product_into(at::Tensor& out, const at::Tensor& A, const at::Tensor& B, con
   if (!p) return false;
   const std::vector<int64_t> sizes = shape_of(A, B).out_sizes();
   at::native::resize_output(out, sizes);
+  const std::optional<MatrixStorage> storage = storage_of(out);
+  if (!storage) return false;
   const c10::cuda::CUDAGuard guard(A.device());
-  if (out.is_contiguous()) {
+  if (storage->layout == Layout::RowMajor) {
     if (!writable_output(out, A, B, C)) return false;
     // The plan was made for a fresh D; an out whose rows start otherwise takes its own.
     if (rows_aligned(out) != p->key.out_vec4) p = lenient_plan(A, B, C, request, rows_aligned(out));
@@ -63,11 +66,10 @@ bool product_into(at::Tensor& out, const at::Tensor& A, const at::Tensor& B, con
     execute(*p, out, A, B, C, alpha, beta);
     return true;
   }
-  if (!out.transpose(-1, -2).is_contiguous()) return false;
   const at::Tensor Dt = out.transpose(-1, -2), At = B.transpose(-1, -2), Bt = A.transpose(-1, -2);
   std::optional<at::Tensor> Ct;
   if (C) Ct = C->expand(sizes).transpose(-1, -2);  // broadcastable: the rules above checked it
-  if (!writable_output(Dt, At, Bt, Ct)) return false;
+  if (!writable_output(Dt, At, Bt, C)) return false;
   const std::optional<Plan> t = lenient_plan(At, Bt, Ct, request, rows_aligned(Dt));
   if (!t) return false;
   execute(*t, Dt, At, Bt, Ct, alpha, beta);

@@ -102,13 +102,11 @@ std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const
 
 bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
                      const std::optional<at::Tensor>& C) {
-  const std::vector<int64_t> sizes = shape_of(A, B).out_sizes();
-  if (D.scalar_type() != at::kFloat || D.device() != A.device() || D.sizes() != at::IntArrayRef(sizes) ||
-      !D.is_contiguous() || at::has_internal_overlap(D) != at::MemOverlap::No)
-    return false;
-  for (const at::Tensor* t : {&A, &B, C ? &*C : nullptr})
-    if (t != nullptr && at::get_overlap_status(D, *t) != at::MemOverlapStatus::No) return false;
-  return true;
+  // The in-place op's rules for its output (the result's sizes, no element twice, apart from
+  // A and B), row-major here, and apart from C too. Rows may be padded (inductor pads a
+  // buffer's rows to 16 bytes and more): the kernels store through D's row stride.
+  if (D.scalar_type() != at::kFloat || D.device() != A.device() || inplace_violation(D, A, B)) return false;
+  return storage_of(D)->layout == Layout::RowMajor && !(C && spans_intersect(D, *C));
 }
 
 namespace {

@@ -18,8 +18,9 @@ namespace vecgemm {
 std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                                  PrecisionRequest request, std::optional<bool> d_rows_aligned = std::nullopt);
 
-// Whether the kernels can write the product into D: float32 on A's device, dense row-major
-// with the product's sizes, no element twice, and overlapping none of the operands.
+// Whether the kernels can write the product into D: float32 on A's device, row-major (rows
+// may be padded) with the product's sizes, no element twice, and overlapping none of the
+// operands.
 bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C);
 
 // Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
