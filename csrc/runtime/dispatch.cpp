@@ -2,7 +2,6 @@
 // (rules.h, planner/kernel_rules.h), then a plan (plan.h: pure), then its execution
 // (execute.h) on the current stream under a device guard.
 #include <ATen/ATen.h>
-#include <ATen/MemoryOverlap.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -205,7 +204,8 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
   Reason why_ieee;
   // For a named variant the rules above read the switch; a thread setting it meanwhile
   // changes only what this summary says, never what a call runs.
-  const Precision served = lenient ? lenient_precision(A.get_device(), request, &why_ieee) : effective_precision(variant, request);
+  const Precision served =
+      lenient ? lenient_precision(A.get_device(), request, &why_ieee) : effective_precision(variant, request);
   return summary_of(plan_of(A, B, *parse_variant(variant), served), lenient, served, why_ieee);
 }
 
