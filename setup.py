@@ -319,6 +319,7 @@ setup(
     version=VERSION,
     description="Hand-written float32 GEMM kernels for PyTorch, as torch.ops.vecgemm",
     packages=find_packages(include=["torch_vecgemm", "torch_vecgemm.*"]),
+    package_data={"torch_vecgemm": ["profiles/*.json"]},  # the device profiles (_profiles.py)
     ext_modules=[_extension()],
     cmdclass={"build_ext": BuildExt},
     python_requires=">=3.10",

@@ -58,6 +58,9 @@ DeviceFacts current_device_facts() {
 int add_recorded_device(const DeviceFacts&) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no planner to plan for a recorded device");
 }
+void add_device_profile(const ProfileData&) {
+  TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no planner to price with a device profile");
+}
 std::string profile_name(int) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no device profiles");
 }

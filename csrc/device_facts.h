@@ -1,10 +1,14 @@
-// A GPU's facts as plain data: what the planner reads off a device (its SMs, compute
-// capability, how many blocks of each kernel stay resident on an SM, which 3xTF32 rows run
-// there), so that it can plan for that GPU on a machine without it, and CI can test its
-// decisions (torch_vecgemm._C._testing; the records keep the H200's). By names, so that a
-// record is read against whatever tables this build has.
+// A GPU as plain data, in two parts the planner reads (planner/device_profile.h):
+//  - its facts, read off a device (its SMs, compute capability, how many blocks of each
+//    kernel stay resident on an SM, which 3xTF32 rows run there), so that the planner can
+//    plan for that GPU on a machine without it, and CI can test its decisions
+//    (torch_vecgemm._C._testing; the records keep the H200's);
+//  - its profile, the figures measured on one kind of GPU that the cost model prices it
+//    with (torch_vecgemm/profiles/*.json, loaded at import by torch_vecgemm/_profiles.py).
+// By names, so that either is read against whatever tables this build has.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +33,25 @@ struct DeviceFacts {
   };
   std::vector<Tf32x3Facts> tf32x3;
 };
+
+// A device profile as its file gives it. Which GPUs it serves: a compute capability and SM
+// count, or 0 and 0 for the neutral profile (a GPU no other serves). scalars: the rates and
+// costs by DeviceProfile's field names; the percentages by storage orders (rr, rc, cr, cc),
+// each kernel config's by its name (a config not named counts 100, or for 4-byte loads
+// unmeasured_scalar_load_percent); tf32x3 each 3xTF32 row's three figures by name.
+struct ProfileData {
+  std::string name;
+  int capability = 0, sms = 0;
+  std::map<std::string, double> scalars;
+  std::vector<double> order_percent;
+  std::map<std::string, std::vector<double>> kernel_percent, scalar_load_percent;
+  std::map<std::string, std::map<std::string, double>> tf32x3;
+};
+
+// The profile checked against this build's tables (an error names what is missing, unknown
+// or out of range) and kept: from then on it prices the GPUs it serves (a later profile for
+// the same GPUs, or of the same name, takes the place of an earlier one).
+void add_device_profile(const ProfileData& data);
 
 // The current CUDA device's facts, every instance of this build queried.
 DeviceFacts current_device_facts();

@@ -61,6 +61,22 @@ vecgemm::DeviceFacts facts_of(const py::dict& d) {
   return f;
 }
 
+// A device profile's file as torch_vecgemm/_profiles.py hands it over: {"name",
+// "capability", "sms", "scalars", "order_percent", "kernel_percent", "scalar_load_percent",
+// "tf32x3"} (device_facts.h, ProfileData).
+vecgemm::ProfileData profile_data_of(const py::dict& d) {
+  vecgemm::ProfileData p;
+  p.name = d["name"].cast<std::string>();
+  p.capability = d["capability"].cast<int>();
+  p.sms = d["sms"].cast<int>();
+  p.scalars = d["scalars"].cast<std::map<std::string, double>>();
+  p.order_percent = d["order_percent"].cast<std::vector<double>>();
+  p.kernel_percent = d["kernel_percent"].cast<std::map<std::string, std::vector<double>>>();
+  p.scalar_load_percent = d["scalar_load_percent"].cast<std::map<std::string, std::vector<double>>>();
+  p.tf32x3 = d["tf32x3"].cast<std::map<std::string, std::map<std::string, double>>>();
+  return p;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -114,6 +130,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
          const std::string& precision) { return summary_dict(vecgemm::plan_summary(A, B, C, variant, precision)); },
       py::arg("A"), py::arg("B"), py::arg("C") = py::none(), py::arg("variant") = "auto",
       py::arg("precision") = "auto", "How alpha * A @ B + beta * C would run (pure: nothing is allocated, launched or timed).");
+  m.def("_add_device_profile", [](const py::dict& data) { vecgemm::add_device_profile(profile_data_of(data)); },
+        py::arg("data"), "A device profile for the planner (torch_vecgemm/_profiles.py loads them at import).");
   m.def("built_architectures", &vecgemm::built_architectures,
         "The GPU architectures the kernels were compiled for, as nvcc numbers them (900 for sm_90).");
 

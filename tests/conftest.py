@@ -230,15 +230,12 @@ def takes(A, B, C=None, variant="auto"):
 
 # ---- what the planner knows of the device ------------------------------------------------------
 
-# GPUs the library has measured figures for (csrc/planner/device_profile.cpp): there the cost
-# model prefers some storage orders (column-major A with row-major B on the H200) and
-# copies operands into them; every other GPU gets the neutral profile, in which every order
-# counts the same and no copy is made for the order alone.
-MEASURED_PROFILES = ("H200",)
-
-
 def measured_profile() -> bool:
-    return any(name in torch.cuda.get_device_name() for name in MEASURED_PROFILES)
+    """Whether the H200's measured profile (torch_vecgemm/profiles/h200.json) prices this
+    GPU: there the cost model prefers some storage orders (column-major A with row-major B)
+    and copies operands into them; a GPU with the neutral profile counts every order the
+    same and makes no copy for the order alone."""
+    return torch_vecgemm._C._testing.profile_name(torch.cuda.current_device()) == "NVIDIA H200"
 
 
 # ---- shapes derived from the device ----------------------------------------------------------

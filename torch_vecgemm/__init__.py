@@ -24,6 +24,7 @@ The functions here accept whatever their torch counterparts accept.
 import torch  # noqa: F401  (loads libtorch and libc10, which _C links against)
 
 from . import _C  # noqa: F401  (registers torch.ops.vecgemm)
+from . import _profiles
 from ._build import build_info
 from ._ops import Plan, bmm, fallback_reason, linear, mm, plan, selected_kernel, sgemm, variants
 from ._precision import get_precision, precision, set_precision
@@ -32,6 +33,7 @@ from ._tuning import autotune, load_tuning_cache, save_tuning_cache, tuning_cach
 from . import nn  # noqa: E402  (torch_vecgemm.nn.Linear and the swap functions)
 from . import distributed  # noqa: E402  (DTensor sharding strategies, registered when DTensor loads)
 
+_profiles.load()  # the planner's device profiles (profiles/*.json)
 distributed.install()
 
 __all__ = [

@@ -3,7 +3,7 @@
 The planner copies a large problem's misaligned operands into aligned storage unless the
 cost model predicts the plan without copies faster (plan.cpp, plan_copies), pricing a
 config's 4-byte-load instance by the device profile's scalar_load_percent: this measures
-those figures (device_profile.cpp). For each storage order, each config with a 4-byte instance runs the same problem twice
+those figures (torch_vecgemm/profiles/). For each storage order, each config with a 4-byte instance runs the same problem twice
 through the strict op (`variant=<config>`, the split the model picks for it, no copies):
 with every row 16-byte aligned, and with the leading dimensions one float longer, which
 leaves the rows off 16 bytes and sends it to that instance. K is a multiple of 16, so only

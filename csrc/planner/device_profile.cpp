@@ -5,8 +5,11 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cmath>
+#include <deque>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "planner/cost_model.h"  // runs_on
 #include "planner/kernel_rules.h"  // tf32x3_violation
@@ -14,186 +17,115 @@
 namespace vecgemm {
 namespace {
 
-// One kernel's measured efficiency, by its variant name (rr, rc, cr, cc).
-struct KernelFigure {
-  const char* kernel;
-  int percent[kNumOrders];
+// The profiles added so far (add_device_profile), never erased, so that a profile a plan
+// is being priced with stays valid when another takes its place; the later of two for the
+// same GPUs or of the same name serves, the earlier is retired.
+struct KeptProfile {
+  DeviceProfile profile;
+  bool retired = false;
 };
+std::mutex g_profiles_mutex;
+std::deque<KeptProfile> g_profiles;
 
-// The H200 (132 SMs, 1980 MHz): each kernel at M = N = K = 4096, unsplit, against the best
-// for the same storage orders; the storage orders against each other; the rates and costs
-// of docs/performance.md, where each was measured.
-constexpr KernelFigure kH200Kernels[] = {
-    {"tiled_128x128x8", {95, 92, 91, 90}},       {"tiled_128x128x16", {97, 100, 98, 98}},
-    {"tiled_128x128x8_t816", {96, 98, 100, 95}}, {"tiled_256x128x8_t816", {90, 92, 87, 92}},
-    {"tiled_128x64x8", {94, 92, 94, 97}},        {"tiled_128x64x8b", {100, 91, 90, 100}},
-    {"tiled_64x128x8", {99, 93, 96, 94}},        {"tiled_64x128x8b", {98, 93, 95, 98}},
-    {"tiled_64x64x8_t84", {84, 80, 84, 85}},     {"tiled_32x128x16_t84", {85, 79, 83, 79}},
-    {"async_128x64x16_s3", {83, 78, 97, 91}},    {"async_128x128x8_t816_s4", {96, 86, 98, 95}},
-    {"async_256x128x8_t816_s3", {94, 91, 95, 98}},
-    // Made for small problems, where the latency floor decides: unmeasured at 4096, given
-    // the figures of the register-staged kernel of the same tiling.
-    {"async_64x64x8_t84_s4", {84, 80, 84, 85}},
-    // Made for outputs of a few tiles: not measured at 4096 but fitted to the random sweep
-    // (seed 0), where 111 problems were timed on both it and async_64x64x8_t84_s4: at 45
-    // the model's picks between the two are 1.9% slower than the faster of each pair
-    // (geometric mean), at 60 (what its LDS-bound 4 x 4 thread tile suggests) 3.8%.
-    {"async_32x32x16_t44_s4", {45, 45, 45, 45}},
+// The profile's scalars: rates and costs, by the names its file gives them.
+struct ScalarField {
+  const char* name;
+  double DeviceProfile::*field;
 };
-
-// The H200's 4-byte-load instances: each config with one, on the same problem with every
-// leading dimension one float longer, at 1024x3072x1024 and 2048^3 (the geometric mean of
-// the two; docs/history.md, step 43). The register-staged rows load a misaligned row
-// float by float into registers; the cp.async rows copy 4 bytes at a time, which costs
-// them most in cr, where both operands' copies are 4-byte ones.
-constexpr KernelFigure kH200ScalarLoads[] = {
-    {"tiled_128x128x8", {82, 93, 100, 87}},     {"tiled_128x128x16", {96, 95, 96, 96}},
-    {"tiled_64x64x8_t84", {83, 85, 80, 82}},    {"async_64x64x8_t84_s4", {98, 100, 91, 96}},
-    {"async_32x32x16_t44_s4", {94, 96, 90, 94}},
+constexpr ScalarField kScalarFields[] = {
+    {"macs_per_ns_per_sm", &DeviceProfile::macs_per_ns_per_sm},
+    {"bytes_per_ns", &DeviceProfile::bytes_per_ns},
+    {"launch_ns", &DeviceProfile::launch_ns},
+    {"dependent_launch_ns", &DeviceProfile::dependent_launch_ns},
+    {"memory_latency_ns", &DeviceProfile::memory_latency_ns},
+    {"k_step_latency_ns", &DeviceProfile::k_step_latency_ns},
+    {"checked_loop", &DeviceProfile::checked_loop},
+    {"scalar_output_few_warps", &DeviceProfile::scalar_output_few_warps},
+    {"stream_k_cost", &DeviceProfile::stream_k_cost},
+    {"one_warp_throughput", &DeviceProfile::one_warp_throughput},
 };
-// A GPU whose 4-byte-load instances were not measured: the H200's mean over its rows. The
-// loads cost instructions on every GPU, so copying an operand into aligned storage is
-// weighed against a price, never against nothing.
-constexpr int kUnmeasuredScalarLoadPercent = 92;
+constexpr const char* kIntegerScalars[] = {"warps_to_hide_scalar_output", "unmeasured_scalar_load_percent"};
+constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "kernel_split_ns"};
 
-// One 3xTF32 row's figures, by its variant name: one K tile (the row's bk) of one block with
-// every SM running as many of its blocks as fit (the rate of a full wave, split pass aside),
-// a block's fixed cost (pipeline fill, votes, epilogue) in its K tiles, and what a K tile
-// costs more where the kernel splits an operand itself (rows that can, else 0).
-struct Tf32x3Figure {
-  const char* row;
-  double k_tile_ns, block_overhead_tiles, kernel_split_ns;
-};
+int whole_number(const std::string& profile, const std::string& what, double v, int lo, int hi) {
+  TORCH_CHECK(v == std::floor(v) && v >= lo && v <= hi, "vecgemm: device profile '", profile, "': ", what,
+              " must be a whole number from ", lo, " to ", hi, ", not ", v);
+  return int(v);
+}
 
-// The H200 at 4096^3 rr (docs/history.md, steps 31-32): the wgmma row from the kernel
-// time without the split pass over 8 waves of 128 K tiles; the mma.sync ones from 1.1x
-// cuBLAS fp32 (56 TFLOP/s), 8 waves of 2 (128 x 64) or 1 (128 x 128) blocks a SM; 64 x 128
-// given 128 x 64's (the same warps, MMAs and loads a block K tile; step 33). Their fixed
-// cost is not measured: the 3-stage fill (a round trip to L2 or memory per stage,
-// overlapped) and the 64 KB store of a 128 x 128 tile, about two K tiles' time. The
-// narrow-side rows read 16 KB of the wide operand a block K tile (32 rows x 128 K), 64 KB an
-// SM at 4 blocks, at 3.5 TB/s over 132 SMs; their fixed cost is a memory round trip before
-// the first MMA and a 4-warp sum in shared memory. The wgmma kernel splitting A or B itself
-// at 4096^3 rc: 1312 / 1277 us against 1145 on the split pass's parts, 8 waves of 128 K
-// tiles (step 36).
-constexpr Tf32x3Figure kH200Tf32x3[] = {
-    {"tf32x3_128x128_wgmma", 1150.0, 2.0, 150.0}, {"tf32x3_128x64_mma", 2400.0, 2.0, 0.0},
-    {"tf32x3_64x128_mma", 2400.0, 2.0, 0.0},      {"tf32x3_128x128_mma", 4800.0, 2.0, 0.0},
-    {"tf32x3_few_rows_mma", 2400.0, 0.5, 0.0},    {"tf32x3_few_cols_mma", 2400.0, 0.5, 0.0},
-};
+void read_percents(const std::string& profile, const std::string& what, const std::vector<double>& values,
+                   int (&out)[kNumOrders]) {
+  TORCH_CHECK(values.size() == kNumOrders, "vecgemm: device profile '", profile, "': ", what,
+              " needs one percentage for each storage order (rr, rc, cr, cc), not ", values.size());
+  for (int o = 0; o < kNumOrders; ++o) out[o] = whole_number(profile, what, values[o], 1, 100);
+}
 
-// A GPU without a measured profile, taken to be A100-class like kNeutralRates: the mma.sync
-// rows at the H200's time a K tile times the clocks' ratio (1.98 GHz against 1.41), on the
-// assumption that an SM issues mma.sync's TF32 MMAs at the same rate a clock on both (the
-// H200's own measured share of its peak is issue 40's item 4). That prices 3xTF32 at ~2.3x
-// the SIMT kernels on such a GPU, where CUTLASS reports ~2.5x SGEMM on an A100. The
-// narrow-side rows are memory-bound: 64 KB an SM a K tile over 108 SMs at 1490 B/ns. The
-// wgmma row runs on sm_90a only, where the H200's figures serve.
-constexpr Tf32x3Figure kNeutralTf32x3[] = {
-    {"tf32x3_128x128_wgmma", 1150.0, 2.0, 150.0}, {"tf32x3_128x64_mma", 3370.0, 2.0, 0.0},
-    {"tf32x3_64x128_mma", 3370.0, 2.0, 0.0},      {"tf32x3_128x128_mma", 6740.0, 2.0, 0.0},
-    {"tf32x3_few_rows_mma", 4750.0, 0.5, 0.0},    {"tf32x3_few_cols_mma", 4750.0, 0.5, 0.0},
-};
-
-// Each figure's row in p's table (kernel_percent or scalar_load_percent), by variant name.
-void fill_figures(const char* profile, const KernelFigure* figures, int count, int (&table)[kNumKernelConfigs][kNumOrders]) {
-  for (int i = 0; i < count; ++i) {
-    const auto config = kernel_config_of(figures[i].kernel);
-    TORCH_INTERNAL_ASSERT(config.has_value(), "device profile ", profile, " names no kernel '", figures[i].kernel, "'");
-    std::copy(figures[i].percent, figures[i].percent + kNumOrders, table[*config]);
+void read_kernel_percents(const std::string& profile, const char* table_name,
+                          const std::map<std::string, std::vector<double>>& figures,
+                          int (&table)[kNumKernelConfigs][kNumOrders]) {
+  for (const auto& [kernel, values] : figures) {
+    const auto config = kernel_config_of(kernel);
+    TORCH_CHECK(config.has_value(), "vecgemm: device profile '", profile, "': ", table_name, " names no kernel config '",
+                kernel, "' of this build (torch_vecgemm.variants())");
+    read_percents(profile, std::string(table_name) + " of " + kernel, values, table[*config]);
   }
 }
 
-// What a profile's kernel figures leave to the GPU: its rates and costs.
-struct Rates {
-  double macs_per_ns_per_sm, bytes_per_ns, launch_ns, dependent_launch_ns, memory_latency_ns, k_step_latency_ns;
-};
-
-// The H200 (132 SMs, 1980 MHz), as measured there.
-constexpr Rates kH200Rates{
-    190.0,   // ~75% of 128 FP32 lanes at 1.98 GHz
-    3500.0,  // sustained HBM3e bandwidth
-    2500.0,
-    // Launched dependent on the kernel before it (dependent_launch.cuh), a second pass's
-    // launch overlaps that kernel's drain: 1.2-1.5 us of launch_ns saved at 128^3-256^3 (step 23).
-    1200.0,
-    800.0,
-    // tiled_64x64x8_t84 with one block a SM: 32 K steps in 17.8 us at 27x63x8146 (split-K
-    // 32), 13 in 8.2 us at 153x307x99, launch included.
-    520.0,
-};
-
-// A GPU without a measured profile: an A100 SXM's datasheet rates (64 FP32 lanes an SM at
-// 1.41 GHz, 2.0 TB/s of HBM2e), the most common GPU with none, at the fractions of its own
-// peaks the H200 sustains (75% of the FMA rate, 73% of the bandwidth), and the H200's
-// launch and latency costs. Only their ratios rank anything (compute against memory
-// against launches), and those are nearer an A100's, an L40's or an RTX card's than the
-// H200's own 54 multiply-adds a byte.
-constexpr Rates kNeutralRates{68.0, 1490.0, 2500.0, 1200.0, 800.0, 520.0};
-
-DeviceProfile make_profile(const char* name, const Rates& rates, const KernelFigure* figures, int count,
-                           const KernelFigure* scalar_loads, int scalar_count, const int (&order_percent)[4],
-                           const Tf32x3Figure (&tf32x3)[kNumTf32x3Rows]) {
+// The profile of data, checked against this build's tables.
+DeviceProfile make_profile(const ProfileData& d) {
+  const std::string& name = d.name;
+  TORCH_CHECK(!name.empty(), "vecgemm: a device profile needs a name");
+  TORCH_CHECK((d.capability == 0) == (d.sms == 0) && d.capability >= 0 && d.sms >= 0, "vecgemm: device profile '", name,
+              "' serves GPUs of a compute capability and SM count (both positive), or none (both 0: the neutral one)");
   DeviceProfile p{};
   p.name = name;
-  p.macs_per_ns_per_sm = rates.macs_per_ns_per_sm;
-  p.bytes_per_ns = rates.bytes_per_ns;
-  p.launch_ns = rates.launch_ns;
-  p.dependent_launch_ns = rates.dependent_launch_ns;
-  p.memory_latency_ns = rates.memory_latency_ns;
-  p.k_step_latency_ns = rates.k_step_latency_ns;
-  // A register-staged block's checked loop: 1.06-1.23x the unchecked one, by tiling.
-  p.checked_loop = 1.15;
-  // 0-16% lost (geometric mean 7%) at 768x4097x1024, 777x4097x1024 and 1024x50257x768 against
-  // the same problems with N a multiple of 4.
-  p.scalar_output_few_warps = 0.93;
-  p.warps_to_hide_scalar_output = 16;
-  // t816 at 3072-8192 and on four model shapes: 1.05 x the work + 4-6 us.
-  p.stream_k_cost = 1.05;
-  // t816's lone blocks (2 a SM) kept it at 0.52: a partial wave took 516 us against a full
-  // one's 536 at 3072^3.
-  p.one_warp_throughput = 0.52;
-  for (const Tf32x3Figure& f : tf32x3) {
-    const auto row = tf32x3_row_of(f.row);
-    TORCH_INTERNAL_ASSERT(row.has_value(), "device profile ", name, " names no 3xTF32 row '", f.row, "'");
-    p.tf32x3_k_tile_ns[*row] = f.k_tile_ns;
-    p.tf32x3_block_overhead_tiles[*row] = f.block_overhead_tiles;
-    p.tf32x3_kernel_split_ns[*row] = f.kernel_split_ns;
-  }
-  for (int r = 0; r < kNumTf32x3Rows; ++r)
-    TORCH_INTERNAL_ASSERT(p.tf32x3_k_tile_ns[r] > 0.0, "device profile ", name, " has no figure for ", kTf32x3Rows[r].name);
-  std::copy(order_percent, order_percent + kNumOrders, p.order_percent);
+  p.capability = d.capability;
+  p.sms = d.sms;
+  std::set<std::string> unread;
+  for (const auto& [field, value] : d.scalars) unread.insert(field);
+  auto scalar = [&](const char* field) {
+    auto it = d.scalars.find(field);
+    TORCH_CHECK(it != d.scalars.end(), "vecgemm: device profile '", name, "' has no figure '", field, "'");
+    TORCH_CHECK(std::isfinite(it->second) && it->second > 0.0, "vecgemm: device profile '", name, "': ", field,
+                " must be a positive number, not ", it->second);
+    unread.erase(field);
+    return it->second;
+  };
+  for (const ScalarField& f : kScalarFields) p.*f.field = scalar(f.name);
+  p.warps_to_hide_scalar_output = whole_number(name, kIntegerScalars[0], scalar(kIntegerScalars[0]), 1, 64);
+  const int unmeasured_scalar_loads = whole_number(name, kIntegerScalars[1], scalar(kIntegerScalars[1]), 1, 100);
+  TORCH_CHECK(unread.empty(), "vecgemm: device profile '", name, "' has a figure '", unread.empty() ? "" : *unread.begin(),
+              "' that this build does not know");
+  read_percents(name, "order_percent", d.order_percent, p.order_percent);
   for (int c = 0; c < kNumKernelConfigs; ++c) {
     std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
-    std::fill(p.scalar_load_percent[c], p.scalar_load_percent[c] + kNumOrders, kUnmeasuredScalarLoadPercent);
+    std::fill(p.scalar_load_percent[c], p.scalar_load_percent[c] + kNumOrders, unmeasured_scalar_loads);
   }
-  fill_figures(name, figures, count, p.kernel_percent);
-  fill_figures(name, scalar_loads, scalar_count, p.scalar_load_percent);
+  read_kernel_percents(name, "kernel_percent", d.kernel_percent, p.kernel_percent);
+  read_kernel_percents(name, "scalar_load_percent", d.scalar_load_percent, p.scalar_load_percent);
+  bool seen[kNumTf32x3Rows] = {};
+  for (const auto& [row_name, figures] : d.tf32x3) {
+    const auto row = tf32x3_row_of(row_name);
+    TORCH_CHECK(row.has_value(), "vecgemm: device profile '", name, "' names no 3xTF32 row '", row_name,
+                "' of this build (torch_vecgemm.variants())");
+    seen[*row] = true;
+    double v[3];
+    for (int i = 0; i < 3; ++i) {
+      auto it = figures.find(kTf32x3Fields[i]);
+      TORCH_CHECK(it != figures.end() && std::isfinite(it->second) && it->second >= 0.0, "vecgemm: device profile '",
+                  name, "': ", row_name, " needs ", kTf32x3Fields[i], ", a number of at least 0");
+      v[i] = it->second;
+    }
+    TORCH_CHECK(figures.size() == 3 && v[0] > 0.0, "vecgemm: device profile '", name, "': ", row_name,
+                " takes k_tile_ns (above 0), block_overhead_tiles and kernel_split_ns, and nothing else");
+    p.tf32x3_k_tile_ns[*row] = v[0];
+    p.tf32x3_block_overhead_tiles[*row] = v[1];
+    p.tf32x3_kernel_split_ns[*row] = v[2];
+  }
+  for (int r = 0; r < kNumTf32x3Rows; ++r)
+    TORCH_CHECK(seen[r], "vecgemm: device profile '", name, "' has no figures for ", kTf32x3Rows[r].name);
   return p;
 }
-
-const DeviceProfile& h200() {
-  static const DeviceProfile p = make_profile("NVIDIA H200", kH200Rates, kH200Kernels, int(std::size(kH200Kernels)),
-                                              kH200ScalarLoads, int(std::size(kH200ScalarLoads)), {96, 94, 100, 95},
-                                              kH200Tf32x3);
-  return p;
-}
-
-// Every kernel and storage order counts the same; 4-byte loads cost every kernel alike.
-const DeviceProfile& neutral() {
-  static const DeviceProfile p =
-      make_profile("neutral", kNeutralRates, nullptr, 0, nullptr, 0, {100, 100, 100, 100}, kNeutralTf32x3);
-  return p;
-}
-
-// The measured profiles, by the GPUs they serve: a profile's figures belong to an SM
-// design and a count of SMs, not to a product name. The H100 SXM and GH200 are the H200's
-// GH100 with 132 SMs too (their memory's rate differs: it prices copies and reductions).
-struct ProfileFor {
-  int capability, sms;
-  const DeviceProfile& (*profile)();
-};
-constexpr ProfileFor kProfiles[] = {{90, 132, &h200}};
 
 std::mutex g_mutex;
 // Device kFirstRecordedDevice + i; reserved once, so that a record's address stays valid.
@@ -260,11 +192,27 @@ int record_device(const DeviceFacts& facts) {
   return kFirstRecordedDevice + int(g_recorded.size()) - 1;
 }
 
+void add_device_profile(const ProfileData& data) {
+  DeviceProfile p = make_profile(data);
+  std::lock_guard<std::mutex> lock(g_profiles_mutex);
+  for (KeptProfile& kept : g_profiles)
+    if (kept.profile.name == p.name || (kept.profile.capability == p.capability && kept.profile.sms == p.sms))
+      kept.retired = true;
+  g_profiles.push_back({std::move(p), false});
+}
+
 const DeviceProfile& profile_of(int device) {
   const int capability = compute_capability(device), sms = sm_count(device);
-  for (const ProfileFor& p : kProfiles)
-    if (p.capability == capability && p.sms == sms) return p.profile();
-  return neutral();
+  std::lock_guard<std::mutex> lock(g_profiles_mutex);
+  const DeviceProfile* neutral = nullptr;
+  for (const KeptProfile& kept : g_profiles) {
+    if (kept.retired) continue;
+    if (kept.profile.capability == capability && kept.profile.sms == sms) return kept.profile;
+    if (kept.profile.capability == 0) neutral = &kept.profile;
+  }
+  TORCH_CHECK(neutral != nullptr, "vecgemm: no device profile is loaded: the package loads them at import "
+              "(torch_vecgemm/profiles/*.json), so import torch_vecgemm rather than its _C alone");
+  return *neutral;
 }
 
 int sm_count(int device) {

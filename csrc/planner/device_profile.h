@@ -1,9 +1,10 @@
 // What the cost model knows of the GPU it plans for, in two parts: the facts read off the
 // device (SMs, compute capability, how many blocks of each kernel stay resident), and the
 // figures measured on one kind of GPU (its profile: rates and each kernel's efficiency),
-// chosen by its compute capability and SM count. A GPU without a measured profile gets the
-// neutral one, in which every kernel and storage order counts the same and the waves
-// decide; autotuning measures such a GPU instead (README).
+// chosen by its compute capability and SM count. Profiles are data, one file each under
+// torch_vecgemm/profiles/, loaded at import (add_device_profile, device_facts.h); a GPU
+// without a measured profile gets the neutral one, in which every kernel and storage order
+// counts the same and the waves decide; autotuning measures such a GPU instead (README).
 //
 // The device a plan is for is a CUDA device index, or a recorded device: another GPU's
 // facts given as data (device_facts.h), so that the planner runs, and its decisions can be
@@ -21,7 +22,8 @@
 namespace vecgemm {
 
 struct DeviceProfile {
-  const char* name;
+  std::string name;
+  int capability, sms;  // the GPUs it serves; 0, 0 for the neutral profile
   // Rates; for the ranking only their ratios matter.
   double macs_per_ns_per_sm;  // multiply-adds a full wave sustains
   double bytes_per_ns;        // device memory, sustained
@@ -59,7 +61,7 @@ struct DeviceProfile {
 };
 
 // The profile of the device: the measured one of its compute capability and SM count where
-// there is one, else the neutral one.
+// one is loaded, else the neutral one. Valid for the life of the process.
 const DeviceProfile& profile_of(int device);
 
 // Facts of the device, queried once and remembered for a CUDA device (thread-safe).

@@ -3,7 +3,7 @@
 // for each storage order of A and B (sgemm_tiled_instances.cuh) and becomes a variant
 // selectable by a name derived from the row (kernel_config_name, plan.cpp); the planner
 // chooses among them per problem. To add a tiling, add a row. What a GPU measured of each
-// row is not here: it is that GPU's device profile (device_profile.cpp).
+// row is not here: it is that GPU's device profile (torch_vecgemm/profiles/).
 #pragma once
 #include <optional>
 #include <string>
