@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <string>
 
 #include "planner/cost_model.h"  // runs_on
 #include "planner/kernel_rules.h"  // tf32x3_violation
@@ -47,85 +50,125 @@ constexpr ScalarField kScalarFields[] = {
 constexpr const char* kIntegerScalars[] = {"warps_to_hide_scalar_output", "unmeasured_scalar_load_percent"};
 constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "kernel_split_ns"};
 
-int whole_number(const std::string& profile, const std::string& what, double v, int lo, int hi) {
-  TORCH_CHECK(v == std::floor(v) && v >= lo && v <= hi, "vecgemm: device profile '", profile, "': ", what,
-              " must be a whole number from ", lo, " to ", hi, ", not ", v);
-  return int(v);
-}
+// Reads a profile's data against this build's tables. Every check returns its verdict
+// rather than throwing, and the first problem found is what add_device_profile reports:
+// one exception, raised at the boundary, whatever the check.
+class ProfileReader {
+ public:
+  explicit ProfileReader(const ProfileData& d) : d_(d) {}
 
-void read_percents(const std::string& profile, const std::string& what, const std::vector<double>& values,
-                   int (&out)[kNumOrders]) {
-  TORCH_CHECK(values.size() == kNumOrders, "vecgemm: device profile '", profile, "': ", what,
-              " needs one percentage for each storage order (rr, rc, cr, cc), not ", values.size());
-  for (int o = 0; o < kNumOrders; ++o) out[o] = whole_number(profile, what, values[o], 1, 100);
-}
-
-void read_kernel_percents(const std::string& profile, const char* table_name,
-                          const std::map<std::string, std::vector<double>>& figures,
-                          int (&table)[kNumKernelConfigs][kNumOrders]) {
-  for (const auto& [kernel, values] : figures) {
-    const auto config = kernel_config_of(kernel);
-    TORCH_CHECK(config.has_value(), "vecgemm: device profile '", profile, "': ", table_name, " names no kernel config '",
-                kernel, "' of this build (torch_vecgemm.variants())");
-    read_percents(profile, std::string(table_name) + " of " + kernel, values, table[*config]);
-  }
-}
-
-// The profile of data, checked against this build's tables.
-DeviceProfile make_profile(const ProfileData& d) {
-  const std::string& name = d.name;
-  TORCH_CHECK(!name.empty(), "vecgemm: a device profile needs a name");
-  TORCH_CHECK((d.capability == 0) == (d.sms == 0) && d.capability >= 0 && d.sms >= 0, "vecgemm: device profile '", name,
-              "' serves GPUs of a compute capability and SM count (both positive), or none (both 0: the neutral one)");
-  DeviceProfile p{};
-  p.name = name;
-  p.capability = d.capability;
-  p.sms = d.sms;
-  std::set<std::string> unread;
-  for (const auto& [field, value] : d.scalars) unread.insert(field);
-  auto scalar = [&](const char* field) {
-    auto it = d.scalars.find(field);
-    TORCH_CHECK(it != d.scalars.end(), "vecgemm: device profile '", name, "' has no figure '", field, "'");
-    TORCH_CHECK(std::isfinite(it->second) && it->second > 0.0, "vecgemm: device profile '", name, "': ", field,
-                " must be a positive number, not ", it->second);
-    unread.erase(field);
-    return it->second;
-  };
-  for (const ScalarField& f : kScalarFields) p.*f.field = scalar(f.name);
-  p.warps_to_hide_scalar_output = whole_number(name, kIntegerScalars[0], scalar(kIntegerScalars[0]), 1, 64);
-  const int unmeasured_scalar_loads = whole_number(name, kIntegerScalars[1], scalar(kIntegerScalars[1]), 1, 100);
-  TORCH_CHECK(unread.empty(), "vecgemm: device profile '", name, "' has a figure '", unread.empty() ? "" : *unread.begin(),
-              "' that this build does not know");
-  read_percents(name, "order_percent", d.order_percent, p.order_percent);
-  for (int c = 0; c < kNumKernelConfigs; ++c) {
-    std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
-    std::fill(p.scalar_load_percent[c], p.scalar_load_percent[c] + kNumOrders, unmeasured_scalar_loads);
-  }
-  read_kernel_percents(name, "kernel_percent", d.kernel_percent, p.kernel_percent);
-  read_kernel_percents(name, "scalar_load_percent", d.scalar_load_percent, p.scalar_load_percent);
-  bool seen[kNumTf32x3Rows] = {};
-  for (const auto& [row_name, figures] : d.tf32x3) {
-    const auto row = tf32x3_row_of(row_name);
-    TORCH_CHECK(row.has_value(), "vecgemm: device profile '", name, "' names no 3xTF32 row '", row_name,
-                "' of this build (torch_vecgemm.variants())");
-    seen[*row] = true;
-    double v[3];
-    for (int i = 0; i < 3; ++i) {
-      auto it = figures.find(kTf32x3Fields[i]);
-      TORCH_CHECK(it != figures.end() && std::isfinite(it->second) && it->second >= 0.0, "vecgemm: device profile '",
-                  name, "': ", row_name, " needs ", kTf32x3Fields[i], ", a number of at least 0");
-      v[i] = it->second;
+  // Why the data cannot be this build's profile, or nothing (then `out` holds it).
+  std::optional<std::string> read(DeviceProfile& out) {
+    if (d_.name.empty()) return "a device profile needs a name";
+    if ((d_.capability == 0) != (d_.sms == 0) || d_.capability < 0 || d_.sms < 0)
+      return "it serves GPUs of a compute capability and SM count (both positive), or none (both 0: the neutral one)";
+    DeviceProfile& p = out;
+    p.name = d_.name;
+    p.capability = d_.capability;
+    p.sms = d_.sms;
+    for (const auto& [field, value] : d_.scalars) unread_.insert(field);
+    for (const ScalarField& f : kScalarFields)
+      if (!positive(f.name, p.*f.field)) return error_;
+    int unmeasured_scalar_loads = 0;
+    if (!whole_scalar(kIntegerScalars[0], 1, 64, p.warps_to_hide_scalar_output) ||
+        !whole_scalar(kIntegerScalars[1], 1, 100, unmeasured_scalar_loads))
+      return error_;
+    if (!unread_.empty()) return "it has a figure '" + *unread_.begin() + "' that this build does not know";
+    if (!percents("order_percent", d_.order_percent, p.order_percent)) return error_;
+    for (int c = 0; c < kNumKernelConfigs; ++c) {
+      std::fill(p.kernel_percent[c], p.kernel_percent[c] + kNumOrders, 100);
+      std::fill(p.scalar_load_percent[c], p.scalar_load_percent[c] + kNumOrders, unmeasured_scalar_loads);
     }
-    TORCH_CHECK(figures.size() == 3 && v[0] > 0.0, "vecgemm: device profile '", name, "': ", row_name,
-                " takes k_tile_ns (above 0), block_overhead_tiles and kernel_split_ns, and nothing else");
-    p.tf32x3_k_tile_ns[*row] = v[0];
-    p.tf32x3_block_overhead_tiles[*row] = v[1];
-    p.tf32x3_kernel_split_ns[*row] = v[2];
+    if (!kernel_percents("kernel_percent", d_.kernel_percent, p.kernel_percent) ||
+        !kernel_percents("scalar_load_percent", d_.scalar_load_percent, p.scalar_load_percent) || !tf32x3_rows(p))
+      return error_;
+    return std::nullopt;
   }
-  for (int r = 0; r < kNumTf32x3Rows; ++r)
-    TORCH_CHECK(seen[r], "vecgemm: device profile '", name, "' has no figures for ", kTf32x3Rows[r].name);
-  return p;
-}
+
+ private:
+  bool fail(std::string why) {
+    error_ = std::move(why);
+    return false;
+  }
+
+  static std::string number(double v) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%g", v);
+    return text;
+  }
+
+  bool positive(const char* field, double& out) {
+    const auto it = d_.scalars.find(field);
+    if (it == d_.scalars.end()) return fail(std::string("it has no figure '") + field + "'");
+    if (!(std::isfinite(it->second) && it->second > 0.0))
+      return fail(std::string(field) + " must be a positive number, not " + number(it->second));
+    unread_.erase(field);
+    out = it->second;
+    return true;
+  }
+
+  bool whole_number(const std::string& what, double v, int lo, int hi, int& out) {
+    if (!(v == std::floor(v) && v >= lo && v <= hi))
+      return fail(what + " must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                  ", not " + number(v));
+    out = int(v);
+    return true;
+  }
+
+  bool whole_scalar(const char* field, int lo, int hi, int& out) {
+    double v = 0.0;
+    return positive(field, v) && whole_number(field, v, lo, hi, out);
+  }
+
+  bool percents(const std::string& what, const std::vector<double>& values, int (&out)[kNumOrders]) {
+    if (values.size() != kNumOrders)
+      return fail(what + " needs one percentage for each storage order (rr, rc, cr, cc), not " +
+                  std::to_string(values.size()));
+    for (int o = 0; o < kNumOrders; ++o)
+      if (!whole_number(what, values[o], 1, 100, out[o])) return false;
+    return true;
+  }
+
+  bool kernel_percents(const char* table_name, const std::map<std::string, std::vector<double>>& figures,
+                       int (&table)[kNumKernelConfigs][kNumOrders]) {
+    for (const auto& [kernel, values] : figures) {
+      const auto config = kernel_config_of(kernel);
+      if (!config)
+        return fail(std::string(table_name) + " names no kernel config '" + kernel +
+                    "' of this build (torch_vecgemm.variants())");
+      if (!percents(std::string(table_name) + " of " + kernel, values, table[*config])) return false;
+    }
+    return true;
+  }
+
+  bool tf32x3_rows(DeviceProfile& p) {
+    bool seen[kNumTf32x3Rows] = {};
+    for (const auto& [row_name, figures] : d_.tf32x3) {
+      const auto row = tf32x3_row_of(row_name);
+      if (!row) return fail("it names no 3xTF32 row '" + row_name + "' of this build (torch_vecgemm.variants())");
+      seen[*row] = true;
+      double v[3];
+      for (int i = 0; i < 3; ++i) {
+        const auto it = figures.find(kTf32x3Fields[i]);
+        if (it == figures.end() || !std::isfinite(it->second) || it->second < 0.0)
+          return fail(row_name + " needs " + kTf32x3Fields[i] + ", a number of at least 0");
+        v[i] = it->second;
+      }
+      if (figures.size() != 3 || !(v[0] > 0.0))
+        return fail(row_name + " takes k_tile_ns (above 0), block_overhead_tiles and kernel_split_ns, and nothing else");
+      p.tf32x3_k_tile_ns[*row] = v[0];
+      p.tf32x3_block_overhead_tiles[*row] = v[1];
+      p.tf32x3_kernel_split_ns[*row] = v[2];
+    }
+    for (int r = 0; r < kNumTf32x3Rows; ++r)
+      if (!seen[r]) return fail(std::string("it has no figures for ") + kTf32x3Rows[r].name);
+    return true;
+  }
+
+  const ProfileData& d_;
+  std::set<std::string> unread_;
+  std::string error_;
+};
 
 std::mutex g_mutex;
 // Device kFirstRecordedDevice + i; reserved once, so that a record's address stays valid.
@@ -193,7 +236,9 @@ int record_device(const DeviceFacts& facts) {
 }
 
 void add_device_profile(const ProfileData& data) {
-  DeviceProfile p = make_profile(data);
+  DeviceProfile p{};
+  const std::optional<std::string> error = ProfileReader(data).read(p);
+  TORCH_CHECK(!error, "vecgemm: device profile '", data.name, "' cannot be used: ", error.value_or(""));
   std::lock_guard<std::mutex> lock(g_profiles_mutex);
   for (KeptProfile& kept : g_profiles)
     if (kept.profile.name == p.name || (kept.profile.capability == p.capability && kept.profile.sms == p.sms))
