@@ -144,8 +144,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   testing.def("set_dependent_launch", &vecgemm::set_dependent_launch,
               "Whether second passes may overlap the end of the kernel before them (on unless "
               "VECGEMM_DEPENDENT_LAUNCH=0).");
-  testing.def("set_tf32x3_wgmma_persistent", &vecgemm::set_tf32x3_wgmma_persistent,
-              "Whether the wgmma 3xTF32 kernel runs one block an SM over the call's tiles (on) or a block a tile.");
   // The CUDA-side rules alone, on tensors of any device: the tests check them without a GPU.
   testing.def(
       "kernel_violation",

@@ -32,8 +32,4 @@ std::vector<RankedChoice> model_ranking(const std::string& key);
 // VECGEMM_DEPENDENT_LAUNCH=0).
 void set_dependent_launch(bool enabled);
 
-// Measurement knob: whether the wgmma 3xTF32 kernel runs a grid of one block an SM that
-// walks the call's tiles (on), or a block a tile.
-void set_tf32x3_wgmma_persistent(bool enabled);
-
 }  // namespace vecgemm

@@ -33,9 +33,6 @@ int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 int64_t tiles_of(const GemmParams& p) { return int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + w::BN - 1) / w::BN); }
 
-// The kernel's work items (tiles x batch x K slices) are numbered in an int.
-constexpr int64_t kMaxWorkItems = 0x7fffffff;
-
 // Whether TMA can read an operand's fp32 values as they are, so that the kernel splits
 // them and the split pass skips it: K-contiguous (wgmma's K-major tiles), a 16-byte aligned
 // pointer and strides (TMA's rule), rows of at least K (a row's box never reads the next
@@ -60,8 +57,7 @@ struct Scratch {
 Scratch layout(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
   Scratch w{};
   const int splits = std::max(1, p.k_splits);
-  w.chunk = splits > 1 ? std::max(p.batch, 1)
-                      : int(std::min<int64_t>({std::max(p.batch, 1), kMaxZ, kMaxWorkItems / std::max<int64_t>(tiles_of(p), 1)}));
+  w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxZ);
   w.a_planes = p.a.batch_stride == 0 ? 1 : w.chunk;
   w.b_planes = p.b.batch_stride == 0 ? 1 : w.chunk;
   w.fp32_a = kernel_splits.a && read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
@@ -148,23 +144,6 @@ int current_device_wgmma() {
   return dev;
 }
 
-std::atomic<bool> g_persistent{true};
-
-// How many of the kernel's blocks the current device holds at once: one an SM (the stages
-// take most of its shared memory), the grid of a call that has more work items.
-int64_t resident_blocks() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<int> known[kMaxDevices];  // 0: not asked yet
-  const int dev = current_device_wgmma();
-  int sms = dev < kMaxDevices ? known[dev].load() : 0;
-  if (sms == 0) {
-    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0)
-      fail_wgmma("cannot read the device's SM count");
-    if (dev < kMaxDevices) known[dev].store(sms);
-  }
-  return sms;
-}
-
 }  // namespace
 
 size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
@@ -242,8 +221,7 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
   float* a_parts = reinterpret_cast<float*>(base + ws.flag_bytes);
   float* b_parts = reinterpret_cast<float*>(base + ws.flag_bytes + ws.a_bytes);
   const int64_t tiles = tiles_of(p);
-  if (tiles * std::max(1, std::min(p.batch, ws.chunk)) * splits > kMaxWorkItems) fail_wgmma("too many output tiles");
-  const int64_t slots = resident_blocks();
+  if (tiles > 0x7fffffff) fail_wgmma("too many output tiles");
 
   for (int b0 = 0; b0 < p.batch; b0 += ws.chunk) {
     GemmParams q = p;
@@ -262,9 +240,8 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
     void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
                     &flags};
     // Behind its own split pass only: behind another kernel the wait would gain nothing.
-    const int64_t work = tiles * q.batch * splits;
-    const unsigned blocks = static_cast<unsigned>(g_persistent.load() ? std::min(work, slots) : work);
-    launched(launch_overlapping(fn, dim3(blocks), dim3(w::kThreads), w::kSmemBytes, args, stream, overlap && after_pass));
+    launched(launch_overlapping(fn, dim3(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits)),
+                                dim3(w::kThreads), w::kSmemBytes, args, stream, overlap && after_pass));
     launch_sgemm_3xtf32_fixup(q, la, lb, flags, overlap, stream);
   }
 }
@@ -275,8 +252,6 @@ void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, SplitO
                                bool overlap, cudaStream_t stream) {
   launch_wgmma_passes(p, la, lb, kernel_splits, scratch, true, overlap, stream);
 }
-
-void set_tf32x3_wgmma_persistent(bool enabled) { g_persistent = enabled; }
 
 void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
                                      void* scratch, cudaStream_t stream) {

@@ -39,14 +39,9 @@
 //     clocks of tensor work) are queued by then: the two warpgroups alternate on the
 //     tensor cores (the ping-pong FlashAttention-3 uses), so no second short accumulator
 //     is needed, and a consumer holds 128 accumulator registers, not 192: ptxas gives the
-//     kernel 155 registers a thread (168 allowed at 384 threads, one block per SM), so no
+//     kernel 141 registers a thread (168 allowed at 384 threads, one block per SM), so no
 //     setmaxnreg either. Two short accumulators with wait_group(1) would keep each
 //     consumer's own queue full too; worth trying if the probe shows tensor-pipe bubbles.
-//     The grid is one block an SM (or one a tile, where there are fewer): a block walks its
-//     tiles with its pipeline running on from one into the next, the producer loading the
-//     next tile's K tiles while the consumers vote on and store the last one (from
-//     registers, since the stages are in use). So the pipeline's fill and a block's launch
-//     are paid once an SM, not once a tile.
 //  3. sgemm_3xtf32_fixup (sgemm_3xtf32.cuh): a tile whose sums hold NaN or Inf (an Inf or
 //     NaN input, or a value whose TF32 rounding overflows: its small part is then NaN) or
 //     a nonzero result below 2^-90 (subnormal products, sgemm_3xtf32.cuh "Subnormals") is
@@ -290,68 +285,11 @@ __device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uin
 
 #endif  // VECGEMM_WGMMA_BUILT
 
-// A block's share of the call: work item w is output tile w % tiles (tile_origin's order)
-// of z = w / tiles = batch * k_splits + split, as blockIdx.x and blockIdx.z name them in the
-// library's other kernels; the flag of item w is flags[w].
-struct WorkItem {
-  int m0, n0, batch, split, k_begin, k_tiles;
-};
-
-__device__ __forceinline__ WorkItem work_item(const GemmParams& p, int tiles, int w) {
-  WorkItem item;
-  const int z = w / tiles;
-  tile_origin(p.m, p.n, BM, BN, w % tiles, item.m0, item.n0);
-  item.batch = z / p.k_splits, item.split = z % p.k_splits;
-  item.k_begin = item.split * p.k_slice;
-  item.k_tiles = (max(0, min(p.k - item.k_begin, p.k_slice)) + kBK - 1) / kBK;
-  return item;
-}
-
-__host__ __device__ inline int output_tiles(int m, int n) { return ((m + BM - 1) / BM) * ((n + BN - 1) / BN); }
-
-#if VECGEMM_WGMMA_BUILT
-// Whether any consumer thread's v is true: a barrier of the two consumer warpgroups alone
-// (named barrier 1), so that the producer, already loading the next item's K tiles, does
-// not wait for the vote.
-__device__ __forceinline__ bool consumers_any(bool v) {
-  uint32_t any;
-  asm volatile(
-      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n bar.red.or.pred q, 1, %2, p;\n selp.u32 %0, 1, 0, q;\n}\n"
-      : "=r"(any)
-      : "r"(uint32_t(v)), "n"(kConsumers * 128)
-      : "memory");
-  return any != 0;
-}
-
-// A consumer's 64 sums of its item straight from registers: sum[4c + e] is row 16 warp +
-// lane / 4 + 8 (e / 2), column 8c + 2 (lane % 4) + e % 2 of the warpgroup's 64 rows. Lanes
-// l and l ^ 1 trade a pair, so that each holds four consecutive columns of one row (the
-// even lane row r, the odd lane row r + 8) for the epilogue's 16-byte stores: a warp's
-// store covers 32 bytes of each of 16 rows. Not through shared memory, where the producer
-// is already landing the next item's K tiles.
-__device__ __forceinline__ void store_sums(const GemmParams& p, const WorkItem& item, const float (&sum)[64], int wg,
-                                           int warp, int lane) {
-  const bool odd = lane & 1;
-  const int row = item.m0 + wg * 64 + warp * 16 + lane / 4 + (odd ? 8 : 0);
-  const int col = item.n0 + 4 * ((lane % 4) / 2);
-#pragma unroll
-  for (int c = 0; c < 16; ++c) {
-    const float give0 = odd ? sum[4 * c] : sum[4 * c + 2], give1 = odd ? sum[4 * c + 1] : sum[4 * c + 3];
-    const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1), got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
-    const float v[4] = {odd ? got0 : sum[4 * c], odd ? got1 : sum[4 * c + 1], odd ? sum[4 * c + 2] : got0,
-                        odd ? sum[4 * c + 3] : got1};
-    store_result4(p, item.split, item.batch, row, col + 8 * c, v);
-  }
-}
-#endif  // VECGEMM_WGMMA_BUILT
-
-// D = alpha * A @ B + beta * C (or split-K partials) for the work items blockIdx.x,
-// blockIdx.x + gridDim.x, ... (work_item): a grid of one block an SM walks every item of
-// the call, its pipeline running on from one item into the next, so that only the first
-// item pays the pipeline's fill and a block's launch. tma_a: A's parts in the workspace
+// D = alpha * A @ B + beta * C (or split-K partials) for blockIdx.z = batch * k_splits + split
+// and output tile blockIdx.x (tile_origin's order). tma_a: A's parts in the workspace
 // ({K, M, 2 planes}), or with kFp32A A itself ({K, M, planes}, split here); tma_b likewise
 // ({K, N, ...}, kFp32B). a_planes / b_planes: 1 for an operand broadcast over the batch.
-// flags[w]: 1 where pass 3 must recompute item w's tile.
+// flags[blockIdx.z * gridDim.x + blockIdx.x]: 1 where pass 3 must recompute the tile.
 template <bool kFp32A, bool kFp32B>
 __global__ void __launch_bounds__(kThreads, 1)
     sgemm_3xtf32_wgmma(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
@@ -370,7 +308,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint64_t* empty = full + kStages;
   uint64_t* landed = empty + kStages;
 
-  const int tiles = output_tiles(p.m, p.n), work = tiles * p.batch * p.k_splits;
+  int m0, n0;
+  tile_origin(p.m, p.n, BM, BN, blockIdx.x, m0, n0);
+  const int batch = blockIdx.z / p.k_splits, split_id = blockIdx.z % p.k_splits;
+  const int k_begin = split_id * p.k_slice;
+  const int k_tiles = (max(0, min(p.k - k_begin, p.k_slice)) + kBK - 1) / kBK;
   const int wg = threadIdx.x / 128, lane = threadIdx.x % 32, warp = (threadIdx.x / 32) % 4;
 
   if (threadIdx.x == 0) {
@@ -386,24 +328,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   wait_for_predecessor();  // the split pass's parts (launched to overlap it, or a no-op)
   __syncthreads();
 
-  // Each role counts the K tiles it has passed over all its items: K tile `it` uses stage
-  // it % kStages in its (it / kStages)-th round, whose parity the barriers' waits name.
+  bool bad = false;
+  float sum[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) sum[i] = 0.0f;
+
   if (wg == kConsumers && warp == 0) {
-    // Producer: one thread keeps kStages tiles in flight, across items.
+    // Producer: one thread keeps kStages tiles in flight.
     if (lane == 0) {
-      int it = 0;
-      for (int w = blockIdx.x; w < work; w += gridDim.x) {
-        const WorkItem item = work_item(p, tiles, w);
-        const int a_plane = a_planes == 1 ? 0 : item.batch, b_plane = b_planes == 1 ? 0 : item.batch;
-        for (int t = 0; t < item.k_tiles; ++t, ++it) {
-          const int s = it % kStages, k = item.k_begin + t * kBK;
-          if (it >= kStages) mbar_wait(&empty[s], ((it / kStages) & 1) ^ 1);
-          uint64_t* done = kSplits ? &landed[s] : &full[s];
-          mbar_expect_tx(done, kStageTxBytes);
-          unsigned char* st = smem + s * kStageBytes;
-          tma_load(st, &tma_a, done, k, item.m0, kFp32A ? a_plane : 2 * a_plane);
-          tma_load(st + kATileBytes, &tma_b, done, k, item.n0, kFp32B ? b_plane : 2 * b_plane);
-        }
+      const int a_plane = a_planes == 1 ? 0 : batch, b_plane = b_planes == 1 ? 0 : batch;
+      for (int t = 0; t < k_tiles; ++t) {
+        const int s = t % kStages, k = k_begin + t * kBK;
+        if (t >= kStages) mbar_wait(&empty[s], ((t / kStages) & 1) ^ 1);
+        uint64_t* done = kSplits ? &landed[s] : &full[s];
+        mbar_expect_tx(done, kStageTxBytes);
+        unsigned char* st = smem + s * kStageBytes;
+        tma_load(st, &tma_a, done, k, m0, kFp32A ? a_plane : 2 * a_plane);
+        tma_load(st + kATileBytes, &tma_b, done, k, n0, kFp32B ? b_plane : 2 * b_plane);
       }
     }
     __syncwarp();
@@ -411,19 +352,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Splitters: each fp32 tile into its parts, then the stage is the consumers'.
     if constexpr (kSplits) {
       const int thread = threadIdx.x - (kConsumers * 128 + 32);
-      int it = 0;
-      for (int w = blockIdx.x; w < work; w += gridDim.x) {
-        const int k_tiles = work_item(p, tiles, w).k_tiles;
-        for (int t = 0; t < k_tiles; ++t, ++it) {
-          const int s = it % kStages;
-          mbar_wait(&landed[s], (it / kStages) & 1);
-          unsigned char* st = smem + s * kStageBytes;
-          if constexpr (kFp32A) split_in_place(st, thread);
-          if constexpr (kFp32B) split_in_place(st + kATileBytes, thread);
-          asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to wgmma's reads
-          __syncwarp();
-          if (lane == 0) mbar_arrive(&full[s]);
-        }
+      for (int t = 0; t < k_tiles; ++t) {
+        const int s = t % kStages;
+        mbar_wait(&landed[s], (t / kStages) & 1);
+        unsigned char* st = smem + s * kStageBytes;
+        if constexpr (kFp32A) split_in_place(st, thread);
+        if constexpr (kFp32B) split_in_place(st + kATileBytes, thread);
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to wgmma's reads
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&full[s]);
       }
     }
   } else {
@@ -431,45 +368,68 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     const uint32_t base = smem_addr(smem);
-    int it = 0;
-    for (int w = blockIdx.x; w < work; w += gridDim.x) {
-      const WorkItem item = work_item(p, tiles, w);
-      float sum[64];
+    for (int t = 0; t < k_tiles; ++t) {
+      const int s = t % kStages;
+      mbar_wait(&full[s], (t / kStages) & 1);
+      const uint32_t a_big = base + s * kStageBytes + wg * 64 * 128;  // the warpgroup's 64 rows
+      const uint32_t a_small = a_big + BM * 128;
+      const uint32_t b_big = base + s * kStageBytes + kATileBytes;
+      const uint32_t b_small = b_big + BN * 128;
+      fence_operand(acc);
+      wgmma_fence();  // acc was last read by the FADDs below
 #pragma unroll
-      for (int i = 0; i < 64; ++i) sum[i] = 0.0f;
-      for (int t = 0; t < item.k_tiles; ++t, ++it) {
-        const int s = it % kStages;
-        mbar_wait(&full[s], (it / kStages) & 1);
-        const uint32_t a_big = base + s * kStageBytes + wg * 64 * 128;  // the warpgroup's 64 rows
-        const uint32_t a_small = a_big + BM * 128;
-        const uint32_t b_big = base + s * kStageBytes + kATileBytes;
-        const uint32_t b_small = b_big + BN * 128;
-        fence_operand(acc);
-        wgmma_fence();  // acc was last read by the FADDs below
-#pragma unroll
-        for (int ks = 0; ks < 4; ++ks) {
-          const uint32_t o = 32 * ks;
-          if (ks == 0) wgmma_m64n128k8<false>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
-          else wgmma_m64n128k8<true>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
-          wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_small + o));
-          wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_big + o));
-        }
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operand(acc);
-        if (lane == 0) mbar_arrive(&empty[s]);
-#pragma unroll
-        for (int i = 0; i < 64; ++i) sum[i] += acc[i];
+      for (int ks = 0; ks < 4; ++ks) {
+        const uint32_t o = 32 * ks;
+        if (ks == 0) wgmma_m64n128k8<false>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
+        else wgmma_m64n128k8<true>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
+        wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_small + o));
+        wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_big + o));
       }
-      bool bad = false;
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operand(acc);
+      if (lane == 0) mbar_arrive(&empty[s]);
 #pragma unroll
-      for (int i = 0; i < 64; ++i)
-        bad |= !(fabsf(sum[i]) <= 3.402823466e38f) || (sum[i] != 0.0f && fabsf(sum[i]) < tf32x3::kTinyResult);
-      // Uniform over the item's tile: a flagged tile is left to the fix-up pass, D untouched.
-      const bool flagged = consumers_any(bad);
-      if (threadIdx.x == 0) flags[w] = flagged ? 1 : 0;
-      if (!flagged) store_sums(p, item, sum, wg, warp, lane);
+      for (int i = 0; i < 64; ++i) sum[i] += acc[i];
     }
+#pragma unroll
+    for (int i = 0; i < 64; ++i)
+      bad |= !(fabsf(sum[i]) <= 3.402823466e38f) || (sum[i] != 0.0f && fabsf(sum[i]) < tf32x3::kTinyResult);
+  }
+
+  // Block-uniform: a flagged tile is left to the fix-up pass, D untouched. The vote is also
+  // the barrier after which the stages are idle: every stage the producer filled has been
+  // waited for (full) and read (wait_group 0) by both consumers.
+  const bool flagged = __syncthreads_or(bad);
+  if (threadIdx.x == 0) flags[int64_t(blockIdx.z) * gridDim.x + blockIdx.x] = flagged ? 1 : 0;
+  if (flagged) return;
+
+  // The tile through shared memory, as the mma.sync kernel stores its own (store_tile,
+  // sgemm_3xtf32.cuh): the consumers' sums into a [BM][BN + 8] tile, then every thread of
+  // the block stores 16-byte pieces along rows. sum[4c + e] is row 16 warp + lane / 4 +
+  // 8 (e / 2), column 8 c + 2 (lane % 4) + e % 2 of the warpgroup's 64 rows: pairs of
+  // columns, whose 8-byte writes a half warp spreads over 4 rows; the + 8 puts those rows
+  // 8 banks apart.
+  constexpr int kLd = BN + 8;
+  static_assert(BM * kLd * 4 <= kStages * kStageBytes, "the tile fits in the stages");
+  float* staged = reinterpret_cast<float*>(smem);
+  if (wg < kConsumers) {
+    const int row = wg * 64 + warp * 16 + lane / 4, col = 2 * (lane % 4);
+#pragma unroll
+    for (int c = 0; c < 16; ++c)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        *reinterpret_cast<float2*>(staged + (row + 8 * half) * kLd + 8 * c + col) =
+            make_float2(sum[4 * c + 2 * half], sum[4 * c + 2 * half + 1]);
+  }
+  __syncthreads();
+  constexpr int kPiecesPerRow = BN / 4;
+#pragma unroll 1
+  for (int piece = threadIdx.x; piece < BM * kPiecesPerRow; piece += kThreads) {
+    const int r = piece / kPiecesPerRow, c = 4 * (piece % kPiecesPerRow);
+    const float4 v4 = *reinterpret_cast<const float4*>(staged + r * kLd + c);
+    const float v[4] = {v4.x, v4.y, v4.z, v4.w};
+    store_result4(p, split_id, batch, m0 + r, n0 + c, v);
   }
 #else
   __trap();  // built without sm_90a: the host entry refuses before launching
