@@ -213,6 +213,12 @@ Tf32x3Pick tf32x3_row_for(int device) {
   return out;
 }
 
+bool config_runs_at(int config, int capability) {
+  return kKernelConfigs[config].mainloop.family != MainloopFamily::CpAsync || capability >= 80;
+}
+
+bool runs_on(int config, int device) { return config_runs_at(config, compute_capability(device)); }
+
 Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                         const std::string& variant, PrecisionRequest precision) {
   // C is only read by the out-of-place ops, so it adds no rule of its own.

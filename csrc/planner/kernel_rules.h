@@ -42,6 +42,11 @@ Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Ten
 // and the device cannot run it (`why` says so).
 Precision lenient_precision(int device, PrecisionRequest asked, Reason* why = nullptr);
 
+// Whether SIMT kernel config `config` runs on GPUs of a compute capability (10 * major +
+// minor): the cp.async family needs sm_80. runs_on asks it of a device (queried or recorded).
+bool config_runs_at(int config, int capability);
+bool runs_on(int config, int device);
+
 // Why a 3xTF32 row's kernel cannot run on the device (capability, shared memory, no image in
 // this build), or none; a recorded device answers from its record. Remembered per row and
 // device.
