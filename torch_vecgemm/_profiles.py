@@ -4,7 +4,7 @@ into the planner at import; the planner picks a device's profile by its compute 
 and SM count (``serves``), and prices a GPU that no file serves with ``neutral.json``.
 
 A new GPU's profile is a new file here: its rates, its kernels' efficiencies and its 3xTF32
-rows' figures (docs/design.md, "Device profiles", says how each is measured). A file that
+rows' figures (docs/design.md, "Adding to it", says how each is measured). A file that
 names a kernel this build lacks, leaves a figure out or gives one out of range is refused
 at import with a message that says which.
 """
