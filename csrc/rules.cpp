@@ -120,6 +120,15 @@ Reason inplace_violation(const at::Tensor& C, const at::Tensor& A, const at::Ten
   return std::nullopt;
 }
 
+bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
+                     const std::optional<at::Tensor>& C) {
+  // The in-place op's rules for its output (the result's sizes, no element twice, apart from
+  // A and B), row-major here, and apart from C too. Rows may be padded (inductor pads a
+  // buffer's rows to 16 bytes and more): the kernels store through D's row stride.
+  if (D.scalar_type() != at::kFloat || D.device() != A.device() || inplace_violation(D, A, B)) return false;
+  return storage_of(D)->layout == Layout::RowMajor && !(C && spans_intersect(D, *C));
+}
+
 Reason fallback_reason(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                        const std::string& variant, const std::string& precision) {
   // First: a misspelt precision is the caller's error on every device, never a fallback.

@@ -56,6 +56,11 @@ Reason contract_violation(const at::Tensor& A, const at::Tensor& B,
 // kernels can write, no element written twice, no overlap with A or B.
 Reason inplace_violation(const at::Tensor& C, const at::Tensor& A, const at::Tensor& B);
 
+// Whether a product may be written into D by the kernels (the out= forms the switch serves):
+// float32 on A's device, row-major (rows may be padded) with the product's sizes, no element
+// twice, and overlapping none of the operands: inplace_violation's rules, and apart from C.
+bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C);
+
 // Whether the named CUDA variant can run this problem ("auto": the default selection) in
 // the precision asked for. Implemented with the kernels' rules (planner/kernel_rules.cpp), or by
 // cpu_only.cpp.

@@ -37,18 +37,12 @@ inline cudaError_t launch_overlapping(const void* fn, dim3 grid, dim3 block, siz
 inline void launch_over_batch(const void* fn, const GemmParams& p, int64_t blocks, int threads, int smem_bytes,
                               cudaStream_t stream, const char* who) {
   if (blocks > 0x7fffffff) fail_in(who, "too many blocks");
-  constexpr int kMaxZ = 65535;
   const int splits = std::max(1, p.k_splits);
-  if (splits > 1 && int64_t(p.batch) * splits > kMaxZ) fail_in(who, "batch * k_splits past grid.z's 65535");
-  const int chunk = splits > 1 ? p.batch : std::min(p.batch, kMaxZ);
+  if (splits > 1 && int64_t(p.batch) * splits > kMaxGridZ) fail_in(who, "batch * k_splits past grid.z's 65535");
+  const int chunk = splits > 1 ? p.batch : std::min(p.batch, kMaxGridZ);
   for (int b0 = 0; b0 < p.batch; b0 += chunk) {
-    GemmParams q = p;
+    GemmParams q = batch_slice(p, b0, std::min(chunk, p.batch - b0));
     q.k_splits = splits;
-    q.batch = std::min(chunk, p.batch - b0);
-    q.a.ptr += b0 * p.a.batch_stride;
-    q.b.ptr += b0 * p.b.batch_stride;
-    if (q.c) q.c += b0 * p.c_batch_stride;
-    q.d += b0 * p.d_batch_stride;
     const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(q.batch * splits));
     void* args[] = {&q};
     const cudaError_t e = cudaLaunchKernel(fn, grid, dim3(threads), args, smem_bytes, stream);

@@ -43,6 +43,23 @@ struct GemmParams {
   bool c_vec4, d_vec4;
 };
 
+// grid.y's and grid.z's limit: the kernels take the batch (times the K slices) in grid.z, so
+// their launchers walk a longer batch in chunks of batch_slice.
+constexpr int kMaxGridZ = 65535;
+
+// p's batches [first, first + count) as a problem of its own: the same matrices, the
+// operands, C and D moved on by `first` batches. The split-K workspace is not: partials are
+// indexed by the chunk's batch, so a chunk's reduction must run before the next chunk.
+inline GemmParams batch_slice(const GemmParams& p, int first, int count) {
+  GemmParams q = p;
+  q.batch = count;
+  q.a.ptr += first * p.a.batch_stride;
+  q.b.ptr += first * p.b.batch_stride;
+  if (q.c != nullptr) q.c += first * p.c_batch_stride;
+  q.d += first * p.d_batch_stride;
+  return q;
+}
+
 // The stream-K tail (sgemm_stream_k.cuh): the tiles first_tile .. first_tile + tiles - 1
 // (in the kernels' raster order), those of a last, partial wave, shared out over `blocks`
 // blocks, each a contiguous range of their K iterations (`iters` BK steps a tile): block b

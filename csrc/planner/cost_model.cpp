@@ -9,6 +9,7 @@
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
 #include "planner/device_profile.h"
+#include "planner/kernel_rules.h"  // runs_on
 #include "planner/tf32x3_rows.h"
 
 namespace vecgemm {
@@ -145,10 +146,6 @@ std::unordered_map<std::string, double> g_best_ns;
 }  // namespace
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-bool runs_on(int config, int device) {
-  return kKernelConfigs[config].mainloop.family != MainloopFamily::CpAsync || compute_capability(device) >= 80;
-}
 
 int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
 

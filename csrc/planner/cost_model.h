@@ -49,8 +49,6 @@ struct Tf32x3Estimate {
 };
 
 int64_t ceil_div(int64_t a, int64_t b);
-// Whether the device can run the config's kernel: cp.async needs sm_80.
-bool runs_on(int config, int device);
 // The K range of each slice when K is split `splits` ways, in whole K tiles of bk.
 int slice_for(int k, int splits, int bk);
 

@@ -14,8 +14,7 @@
 #include <set>
 #include <string>
 
-#include "planner/cost_model.h"  // runs_on
-#include "planner/kernel_rules.h"  // tf32x3_violation
+#include "planner/kernel_rules.h"  // config_runs_at, runs_on, tf32x3_violation
 
 namespace vecgemm {
 namespace {
@@ -174,11 +173,6 @@ std::mutex g_mutex;
 // Device kFirstRecordedDevice + i; reserved once, so that a record's address stays valid.
 constexpr size_t kMaxRecordedDevices = 64;
 std::vector<RecordedDevice> g_recorded;
-
-// runs_on's rule, for a capability rather than a device: cp.async needs sm_80.
-bool config_runs_at(int config, int capability) {
-  return kKernelConfigs[config].mainloop.family != MainloopFamily::CpAsync || capability >= 80;
-}
 
 std::string orders_name(Layout la, Layout lb) {
   return std::string(la == Layout::RowMajor ? "r" : "c") + (lb == Layout::RowMajor ? "r" : "c");

@@ -213,6 +213,24 @@ Tf32x3Pick tf32x3_row_for(int device) {
   return out;
 }
 
+bool config_runs_at(int config, int capability) {
+  return kKernelConfigs[config].mainloop.family != MainloopFamily::CpAsync || capability >= 80;
+}
+
+bool runs_on(int config, int device) { return config_runs_at(config, compute_capability(device)); }
+
+// Where the planner declines 3xTF32 (plan.cpp, tf32x3_declined), the lenient op hands the
+// product to torch, whose product is then cuBLAS SGEMM: as fast as the IEEE kernels or
+// faster on most such problems (small ones), and more accurate on short sums (cuBLAS splits
+// them finer; docs/performance.md). With TF32 allowed in torch's matmuls its product would
+// lose fp32's accuracy, which precision 3xTF32 promises to keep: the IEEE kernels run. Under
+// torch.use_deterministic_algorithms(True) torch's cuBLAS product raises unless
+// CUBLAS_WORKSPACE_CONFIG is set, and the IEEE kernels are deterministic: they run.
+bool hands_to_torch(const Plan& plan) {
+  const auto& context = at::globalContext();
+  return plan.tf32x3_declined.has_value() && !context.allowTF32CuBLAS() && !context.deterministicAlgorithms();
+}
+
 Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                         const std::string& variant, PrecisionRequest precision) {
   // C is only read by the out-of-place ops, so it adds no rule of its own.

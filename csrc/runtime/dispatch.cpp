@@ -72,18 +72,6 @@ Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, P
   return plan(problem_of(A, B, d_rows_aligned.value_or(shape_of(A, B).n % 4 == 0)), variant, precision);
 }
 
-// Where the planner declines 3xTF32 (plan.cpp, tf32x3_declined), the lenient op hands the
-// product to torch, whose product is then cuBLAS SGEMM: as fast as the IEEE kernels or
-// faster on most such problems (small ones), and more accurate on short sums (cuBLAS splits
-// them finer; docs/performance.md). With TF32 allowed in torch's matmuls its product would
-// lose fp32's accuracy, which precision 3xTF32 promises to keep: the IEEE kernels run. Under
-// torch.use_deterministic_algorithms(True) torch's cuBLAS product raises unless
-// CUBLAS_WORKSPACE_CONFIG is set, and the IEEE kernels are deterministic: they run.
-bool hands_to_torch(const Plan& plan) {
-  const auto& context = at::globalContext();
-  return plan.tf32x3_declined.has_value() && !context.allowTF32CuBLAS() && !context.deterministicAlgorithms();
-}
-
 }  // namespace
 
 bool rows_aligned(const at::Tensor& D) {
@@ -97,15 +85,6 @@ std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const
   Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A.get_device(), request), d_rows_aligned);
   if (hands_to_torch(p)) return std::nullopt;
   return p;
-}
-
-bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
-                     const std::optional<at::Tensor>& C) {
-  // The in-place op's rules for its output (the result's sizes, no element twice, apart from
-  // A and B), row-major here, and apart from C too. Rows may be padded (inductor pads a
-  // buffer's rows to 16 bytes and more): the kernels store through D's row stride.
-  if (D.scalar_type() != at::kFloat || D.device() != A.device() || inplace_violation(D, A, B)) return false;
-  return storage_of(D)->layout == Layout::RowMajor && !(C && spans_intersect(D, *C));
 }
 
 namespace {

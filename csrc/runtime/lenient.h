@@ -14,14 +14,9 @@ namespace vecgemm {
 // rows start 16-byte aligned or not as d_rows_aligned says (by default a freshly allocated
 // D's: where N is a multiple of 4), or none where torch's own product serves it: a rule
 // refuses the problem, or precision 3xTF32 is declined and torch's fp32 product stands in
-// (dispatch.cpp, hands_to_torch).
+// (kernel_rules.h, hands_to_torch).
 std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                                  PrecisionRequest request, std::optional<bool> d_rows_aligned = std::nullopt);
-
-// Whether the kernels can write the product into D: float32 on A's device, row-major (rows
-// may be padded) with the product's sizes, no element twice, and overlapping none of the
-// operands.
-bool writable_output(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C);
 
 // Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
 bool rows_aligned(const at::Tensor& D);

@@ -17,6 +17,6 @@ if [ ! -x "$OUT" ] || [ -n "$(find csrc/kernels/tf32x3/sgemm_3xtf32*.* csrc/kern
   case "${TF32X3_NVCC_FLAGS:-}" in *cublas*) LINK_CUBLAS= ;; esac  # the flags name their own
   # shellcheck disable=SC2086
   "$NVCC" -O3 -std=c++17 -arch=sm_90a -split-compile=0 -DVECGEMM_STANDALONE -Icsrc ${TF32X3_NVCC_FLAGS:-} \
-    benchmarks/probes/tf32x3/probe.cu csrc/kernels/tf32x3/sgemm_3xtf32.cu csrc/kernels/tf32x3/sgemm_3xtf32_wgmma.cu $LINK_CUBLAS -o "$OUT"
+    benchmarks/probes/tf32x3/probe.cu csrc/kernels/tf32x3/sgemm_3xtf32*.cu $LINK_CUBLAS -o "$OUT"
 fi
 "$OUT" "$@"

@@ -1,4 +1,5 @@
-// Instances and launchers of the 3xTF32 kernel (sgemm_3xtf32.cuh). Builds inside the
+// Launchers of the 3xTF32 kernel (sgemm_3xtf32.cuh; its tilings' instances are in units of
+// their own, sgemm_3xtf32_instances.cuh) and its fix-up pass's instances. Builds inside the
 // extension (setup.py compiles every csrc/kernels/**/*.cu) and on its own (the standalone probe,
 // benchmarks/probes/tf32x3), where there are no torch headers.
 #include <algorithm>
@@ -6,45 +7,20 @@
 
 #include "kernels/batch_launch.h"
 #include "kernels/host_error.h"
-#include "kernels/tf32x3/sgemm_3xtf32.cuh"
 #include "kernels/tf32x3/sgemm_3xtf32.h"
+#include "kernels/tf32x3/sgemm_3xtf32_instances.cuh"
 
 namespace vecgemm {
 namespace {
 
-using tf32x3::Tf32x3Shape;
-// Warps of 64 x 32. 128 x 128: 8 warps, one block per SM (the registers), so 4 stages
-// (128 KB) to cover the pipeline bubbles no second block hides. 128 x 64: 4 warps, two
-// blocks per SM (72 KB each), as the 64 x 64-warp kernel's faster 128 x 128 config was.
-// 64 x 128: the same warps side by side along N, for problems of few rows (decode: M of
-// 1-64), where a 128-row tile would compute mostly padding.
-using Shape128x128 = Tf32x3Shape<128, 128, 4>;
-using Shape128x64 = Tf32x3Shape<128, 64, 3>;
-using Shape64x128 = Tf32x3Shape<64, 128, 3>;
+using tf32x3::Shape128x128;
+using tf32x3::Shape128x64;
+using tf32x3::Shape64x128;
+using tf32x3::tf32x3_entry;
 
 [[noreturn]] void fail(const std::string& what) { fail_in("sgemm_3xtf32", what); }
 
 void check_launch() { check_launch_in("sgemm_3xtf32"); }
-
-// vec4 only changes K-contiguous operands' copies: where neither is (column-major A,
-// row-major B) one instance serves both.
-template <class S, Layout LA, Layout LB, bool V>
-constexpr auto instance() {
-  constexpr bool any_k_contiguous = LA == Layout::RowMajor || LB == Layout::ColMajor;
-  return &tf32x3::sgemm_3xtf32<S, LA, LB, V && any_k_contiguous>;
-}
-
-template <class S>
-const void* entry_of(Layout la, Layout lb, bool vec4) {
-  using L = Layout;
-  const bool ar = la == L::RowMajor, br = lb == L::RowMajor;
-  if (vec4) {
-    if (ar) return br ? (const void*)instance<S, L::RowMajor, L::RowMajor, true>() : (const void*)instance<S, L::RowMajor, L::ColMajor, true>();
-    return br ? (const void*)instance<S, L::ColMajor, L::RowMajor, true>() : (const void*)instance<S, L::ColMajor, L::ColMajor, true>();
-  }
-  if (ar) return br ? (const void*)instance<S, L::RowMajor, L::RowMajor, false>() : (const void*)instance<S, L::RowMajor, L::ColMajor, false>();
-  return br ? (const void*)instance<S, L::ColMajor, L::RowMajor, false>() : (const void*)instance<S, L::ColMajor, L::ColMajor, false>();
-}
 
 int current_device() {
   int dev = 0;
@@ -73,7 +49,7 @@ void prepare(const void* fn, int smem_bytes) {
 template <class S>
 void launch_shape(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
-  const void* fn = entry_of<S>(la, lb, vec4);
+  const void* fn = tf32x3_entry<S>(la, lb, vec4);
   prepare(fn, S::kSmemBytes);
   const int64_t tiles = int64_t((p.m + S::BM - 1) / S::BM) * ((p.n + S::BN - 1) / S::BN);
   launch_over_batch(fn, p, tiles, S::kThreads, S::kSmemBytes, stream, "sgemm_3xtf32");
@@ -118,9 +94,9 @@ Tf32x3ConfigInfo tf32x3_config_info(int config) {
 }
 
 const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4) {
-  if (config == 0) return entry_of<Shape128x128>(la, lb, vec4);
-  if (config == 1) return entry_of<Shape128x64>(la, lb, vec4);
-  if (config == 2) return entry_of<Shape64x128>(la, lb, vec4);
+  if (config == 0) return tf32x3_entry<Shape128x128>(la, lb, vec4);
+  if (config == 1) return tf32x3_entry<Shape128x64>(la, lb, vec4);
+  if (config == 2) return tf32x3_entry<Shape64x128>(la, lb, vec4);
   fail("no config " + std::to_string(config));
 }
 

@@ -26,9 +26,6 @@ void launched(cudaError_t e) {
   check_launch_in("sgemm_3xtf32_wgmma");
 }
 
-// Batches per pass: grid.z's limit (the workspace holds one chunk's planes).
-constexpr int kMaxZ = 65535;
-
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
 int64_t tiles_of(const GemmParams& p) { return int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + w::BN - 1) / w::BN); }
@@ -57,7 +54,7 @@ struct Scratch {
 Scratch layout(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
   Scratch w{};
   const int splits = std::max(1, p.k_splits);
-  w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxZ);
+  w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxGridZ);
   w.a_planes = p.a.batch_stride == 0 ? 1 : w.chunk;
   w.b_planes = p.b.batch_stride == 0 ? 1 : w.chunk;
   w.fp32_a = kernel_splits.a && read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
@@ -209,7 +206,7 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
   if (splits > 1) {
     if (p.workspace == nullptr) fail_wgmma("split-K needs p.workspace for the partials");
     if (p.k_slice % w::kBK != 0) fail_wgmma("split-K slices must be whole K tiles of 32");
-    if (int64_t(p.batch) * splits > kMaxZ) fail_wgmma("batch * k_splits past grid.z's 65535");
+    if (int64_t(p.batch) * splits > kMaxGridZ) fail_wgmma("batch * k_splits past grid.z's 65535");
   }
   const Scratch ws = layout(p, la, lb, kernel_splits);
   const void* fn = kernel_for(ws.fp32_a, ws.fp32_b);
@@ -224,13 +221,8 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
   if (tiles > 0x7fffffff) fail_wgmma("too many output tiles");
 
   for (int b0 = 0; b0 < p.batch; b0 += ws.chunk) {
-    GemmParams q = p;
+    GemmParams q = batch_slice(p, b0, std::min(ws.chunk, p.batch - b0));
     q.k_splits = splits, q.k_slice = splits > 1 ? p.k_slice : p.k;
-    q.batch = std::min(ws.chunk, p.batch - b0);
-    q.a.ptr += b0 * p.a.batch_stride;
-    q.b.ptr += b0 * p.b.batch_stride;
-    if (q.c) q.c += b0 * p.c_batch_stride;
-    q.d += b0 * p.d_batch_stride;
     int a_planes = p.a.batch_stride == 0 ? 1 : q.batch, b_planes = p.b.batch_stride == 0 ? 1 : q.batch;
     const bool after_pass = split(split_source(q.a, q.m, a_planes, ws.fp32_a, a_parts), la,
                                   split_source(q.b, q.n, b_planes, ws.fp32_b, b_parts), lb, q.k, stream);
