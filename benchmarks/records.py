@@ -11,8 +11,9 @@ A set holds one record of each kind (KINDS), each measured from a committed chec
             TF32, auto and vectorized, the default timing): bench.json (the stamp: GPU and
             SMs, driver, torch, CUDA, commit, the library's build; and every record),
             bench.csv (one record a row), bench.png
-    sweep   the seeded random-shape sweep (sweep.py, seed 0, 128 problems): sweep.json,
-            sweep.png
+    sweep, sweep_seed1  the seeded random-shape sweep in IEEE fp32 (sweep.py, 128 problems),
+            seed 0 (the problems the cost model's figures were fitted on) and seed 1 (problems
+            no figure was fitted on): sweep.json, sweep.png, sweep_seed1.*
     sweep_3xtf32, sweep_3xtf32_seed1  the same sweep in precision 3xTF32, seed 0 (the
             problems its planning rule was fitted on) and seed 1 (problems no figure was
             fitted on), each problem's time and error beside torch.matmul's
@@ -59,12 +60,17 @@ TRAIN_BEGIN, TRAIN_END = "<!-- train:begin -->", "<!-- train:end -->"
 RECORD_ARGS = ["--suite", "square,model", "--layouts", "rr", "--variants", "auto,vectorized"]
 # The training benchmark of record: train.py's defaults (models.json's default preset).
 TRAIN_ARGS = []
-KINDS = ("bench", "sweep", "sweep_3xtf32", "sweep_3xtf32_seed1", "host", "train", "precision", "device")
+KINDS = ("bench", "sweep", "sweep_seed1", "sweep_3xtf32", "sweep_3xtf32_seed1", "host", "train", "precision",
+         "device")
 # The kinds the README's results table answers from: train has a section of its own, and
 # device holds the planner's facts for the tests, not a result.
 HEADLINE_KINDS = tuple(kind for kind in KINDS if kind not in ("train", "device"))
-# Each sweep kind's seed and precision (128 problems each).
-SWEEPS = {"sweep": (0, "ieee"), "sweep_3xtf32": (0, "3xtf32"), "sweep_3xtf32_seed1": (1, "3xtf32")}
+# Each sweep kind's seed, precision and the question its README row answers (128 problems
+# each). Seed 0's problems are those the figures were fitted on; seed 1's are not.
+SWEEPS = {"sweep": (0, "ieee", "IEEE fp32, random shapes"),
+          "sweep_seed1": (1, "ieee", "IEEE fp32, random shapes, another seed"),
+          "sweep_3xtf32": (0, "3xtf32", "3xTF32, random shapes"),
+          "sweep_3xtf32_seed1": (1, "3xtf32", "3xTF32, random shapes, another seed")}
 SWEEP_COUNT = 128
 
 
@@ -93,8 +99,7 @@ def load(slug, kind="bench"):
 def _kind_modules():
     from benchmarks import host_overhead, precision, sweep
 
-    return (("sweep", sweep, "Random shapes"), ("sweep_3xtf32", sweep, "Random shapes in 3xTF32"),
-            ("sweep_3xtf32_seed1", sweep, "Random shapes in 3xTF32, a second seed"),
+    return (*((kind, sweep, question[0].upper() + question[1:]) for kind, (_, _, question) in SWEEPS.items()),
             ("host", host_overhead, "Host time per call"),
             ("precision", precision, "Accuracy and speed: IEEE fp32 and 3xTF32"))
 
@@ -143,15 +148,14 @@ def headline(slug):
         if model:
             row(f"IEEE fp32, {len(model)} model shapes", f"geometric mean {_ratio(report.geomean(model))}, "
                 f"lowest {_ratio(min(model))}", "bench")
-    for kind, question in (("sweep", "IEEE fp32, random shapes"), ("sweep_3xtf32", "3xTF32, random shapes"),
-                           ("sweep_3xtf32_seed1", "3xTF32, random shapes, another seed")):
+    for kind, (_, precision_of_kind, question) in SWEEPS.items():
         data = load(slug, kind)
         if data is None:
             continue
         s = data["summary"]
         answer = (f"{s['problems']} problems: geometric mean {s['geomean']:.3f}x, lowest {_ratio(s['lowest'])}, "
                   f"{s['below_0_95']} below 0.95x")
-        if kind != "sweep":
+        if precision_of_kind == "3xtf32":
             answer += f"; {s['on_3xtf32']} run on 3xTF32, the rest on fp32"
         if "error_highest" in s:
             answer += f"; error at most {_ratio(s['error_highest'])} torch.matmul's"
@@ -270,7 +274,7 @@ def measure_bench(slug):
 def measure_sweep(slug, kind="sweep"):
     from benchmarks import sweep
 
-    seed, precision = SWEEPS[kind]
+    seed, precision, _ = SWEEPS[kind]
     data = sweep.run(seed=seed, count=SWEEP_COUNT, precision=precision)
     wrong = [r for r in data["records"] if r["note"]]
     if wrong:

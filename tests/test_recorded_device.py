@@ -12,6 +12,7 @@ import os
 import pytest
 
 import torch_vecgemm
+from benchmarks import records
 from conftest import TF32X3_KERNELS, TILINGS, requires_kernels
 
 pytestmark = requires_kernels
@@ -126,7 +127,7 @@ def _recorded_h200():
     return _testing.add_recorded_device(_records("device")["facts"])
 
 
-@pytest.mark.parametrize("kind", ["sweep", "sweep_3xtf32", "sweep_3xtf32_seed1"])
+@pytest.mark.parametrize("kind", sorted(records.SWEEPS))
 def test_the_plans_of_record(kind):
     """Each problem of the records' sweeps planned here, on the H200's recorded facts, as the
     H200 planned it: a change of the planner that moves a plan of record shows here, in CI,
