@@ -251,6 +251,58 @@ def test_block_overhead_fit_recovers_the_costs(rng):
     assert np.allclose(fit(points), [launch, fixed, tile], rtol=0.15, atol=0.1)
 
 
+def _handoff_rows(rng, weights, count=60):
+    """Sweep rows whose log(ours / torch) is exactly the hand-off fit's terms times `weights`."""
+    from benchmarks.probes.torch_handoff_fit import features
+
+    draws = rng.uniform(count, 5, low=0.0, high=1.0, device="cpu").tolist()
+    rows = []
+    for a, b, c, d, e in draws:
+        m, n, k = int(16 * 512 ** a), int(16 * 512 ** b), int(16 * 512 ** c)
+        config = ["async_32x32x16_t44_s4", "async_64x64x8_t84_s4", "tiled_128x64x8b"][int(3 * d)]
+        plan = config + (" split-k 3" if e > 0.5 else "") + (", copy of A (column-major)" if e > 0.8 else "")
+        row = dict(m=m, n=n, k=k, plan=plan, family=config.split("_")[0], model_ms=1e-9 * m * n * k + 0.003,
+                   torch_ms=1.0)
+        row["ours_ms"] = math.exp(sum(w * x for w, x in zip(weights, features(row))))
+        rows.append(row)
+    return rows
+
+
+def test_torch_handoff_fit_recovers_the_rule_and_prices_the_handed(rng):
+    import numpy as np
+
+    from benchmarks.probes.torch_handoff_fit import TERMS, fit, outcome, predictions
+
+    weights = [-0.9, -0.07, 0.05, 0.01, 0.04, -0.17, -0.08]
+    assert len(weights) == len(TERMS)
+    rows = _handoff_rows(rng, weights)
+    rows.append(dict(m=1, n=4096, k=4096, plan="gemv", family="gemv", model_ms=None, torch_ms=1.0, ours_ms=2.0))
+    assert np.allclose(fit(rows), weights, atol=1e-6)  # the unpriced gemv row is left out
+    held_out = predictions(rows)
+    assert held_out[-1] is None
+    for row, p in zip(rows[:-1], held_out):
+        assert p == pytest.approx(math.log(row["ours_ms"]), abs=1e-6)
+    # Handed exactly where ours was slower than torch, each at torch's time times the cost.
+    o = outcome(rows, held_out, margin=0.0, handoff_cost=1.25)
+    slower = [r for r in rows[:-1] if r["ours_ms"] > r["torch_ms"]]
+    assert 0 < o["handed"] == len(slower) < len(rows) - 1
+    kept = [r["torch_ms"] / r["ours_ms"] for r in rows if r not in slower]
+    expected = np.exp((np.log(kept).sum() + len(slower) * math.log(1 / 1.25)) / len(rows))
+    assert o["geomean"] == pytest.approx(expected) and o["lowest"] == pytest.approx(min(kept + [0.8]))
+
+
+def test_torch_handoff_fit_refuses_sweeps_it_cannot_fit(tmp_path):
+    from benchmarks.probes.torch_handoff_fit import load
+
+    row = dict(m=8, n=8, k=8, plan="torch fp32", family="torch", model_ms=None, torch_ms=1.0, ours_ms=1.0)
+    (tmp_path / "handed.json").write_text(json.dumps({"settings": {"precision": "ieee"}, "records": [row]}))
+    (tmp_path / "tf32x3.json").write_text(json.dumps({"settings": {"precision": "3xtf32"}, "records": []}))
+    with pytest.raises(SystemExit, match="every problem on the kernels"):
+        load("handed", tmp_path)
+    with pytest.raises(SystemExit, match="an IEEE sweep is needed"):
+        load("tf32x3", tmp_path)
+
+
 def test_precision_run_needs_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("there is a GPU here: test_precision_run_on_the_gpu runs instead")

@@ -1,0 +1,131 @@
+"""Where would handing an IEEE product to torch.matmul pay, and how well does a rule on
+what the planner knows predict it (issue 42, item 1)?
+
+Reads IEEE random-shape sweeps of record taken with every problem on the library's kernels
+(``benchmarks/records/<gpu>/sweep*.json``), fits log(ours / torch.matmul) by least squares
+on the plan's own figures (the model's time, the multiply-adds, the split, whether operands
+are copied, the config), and prints what a hand-off rule "hand where the predicted ratio is
+above 1 + margin" would give: problems handed, geometric mean, lowest, problems below 0.97x,
+on the sweep it was fitted on (each problem predicted by a fit without itself) and on the
+other sweeps (problems no figure was fitted on). A handed problem is priced at torch's own
+time times ``--handoff-cost`` (the wrapper's host time shows in tiny problems' times).
+
+    python -m benchmarks.probes.torch_handoff_fit --fit sweep --check sweep_seed1
+
+No GPU: the records hold the times; the plan text and the model's time are in each row.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import re
+from typing import Sequence
+
+import numpy as np
+
+RECORDS = pathlib.Path(__file__).resolve().parents[1] / "records" / "h200"
+# Configs with a term of their own: the two that serve most of the sweep's small problems.
+# Others share the intercept; a rule should hand only where its configs were seen.
+CONFIG_TERMS = ("async_32x32x16_t44_s4", "async_64x64x8_t84_s4")
+TERMS = ("intercept", "log_predicted_ms", "log_macs", "log_splits", "copies") + tuple(
+    f"config {c}" for c in CONFIG_TERMS)
+
+
+def plan_figures(plan: str) -> tuple[str, int, bool]:
+    """(config, K splits, operands copied) of a plan's description, e.g.
+    "tiled_128x64x8b split-k 3, copy of A (column-major)"."""
+    config = plan.split(" ")[0].rstrip(",")
+    split = re.search(r"split-k (\d+)", plan)
+    return config, int(split.group(1)) if split else 1, "copy of" in plan
+
+
+def priced(row: dict) -> bool:
+    """A row the rule can speak for: a kernel config's plan the model priced."""
+    return row.get("model_ms") is not None and row.get("family") in ("tiled", "async")
+
+
+def features(row: dict) -> list[float]:
+    config, splits, copies = plan_figures(row["plan"])
+    macs = row["m"] * row["n"] * row["k"]
+    return [1.0, math.log(row["model_ms"]), math.log(macs), math.log(splits), float(copies)] + [
+        float(config == c) for c in CONFIG_TERMS]
+
+
+def log_ratio(row: dict) -> float:
+    """log(ours / torch.matmul): above 0 where torch was faster."""
+    return math.log(row["ours_ms"] / row["torch_ms"])
+
+
+def fit(rows: Sequence[dict]) -> np.ndarray:
+    """Least-squares weights of TERMS for log(ours / torch) over the priced rows."""
+    rows = [r for r in rows if priced(r)]
+    X = np.array([features(r) for r in rows])
+    y = np.array([log_ratio(r) for r in rows])
+    weights, *_ = np.linalg.lstsq(X, y, rcond=None)
+    return weights
+
+
+def predictions(rows: Sequence[dict], weights: np.ndarray | None = None) -> list[float | None]:
+    """Each row's predicted log ratio (None where the rule does not speak): with `weights`,
+    from them; without, each priced row from a fit on the others (leave one out)."""
+    out: list[float | None] = []
+    for i, row in enumerate(rows):
+        if not priced(row):
+            out.append(None)
+            continue
+        w = weights if weights is not None else fit([r for j, r in enumerate(rows) if j != i])
+        out.append(float(np.dot(w, features(row))))
+    return out
+
+
+def outcome(rows: Sequence[dict], predicted: Sequence[float | None], margin: float, handoff_cost: float) -> dict:
+    """The sweep with every row predicted above log(1 + margin) handed to torch."""
+    threshold = math.log1p(margin)
+    ratios, handed = [], 0
+    for row, p in zip(rows, predicted):
+        if p is not None and p > threshold:
+            handed += 1
+            ratios.append(1.0 / handoff_cost)
+        else:
+            ratios.append(row["torch_ms"] / row["ours_ms"])
+    r = np.array(ratios)
+    return dict(handed=handed, geomean=float(np.exp(np.log(r).mean())), lowest=float(r.min()),
+                below_0_97=int((r < 0.97).sum()))
+
+
+def load(name: str, folder: pathlib.Path = RECORDS) -> list[dict]:
+    doc = json.loads((folder / f"{name}.json").read_text())
+    if doc["settings"].get("precision") != "ieee":
+        raise SystemExit(f"{name}: an IEEE sweep is needed, not {doc['settings'].get('precision')}")
+    if any(r.get("family") == "torch" for r in doc["records"]):
+        raise SystemExit(f"{name}: taken with problems handed to torch; the fit needs every problem on the kernels")
+    return doc["records"]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fit", default="sweep", help="the sweep of record fitted on (default: sweep)")
+    parser.add_argument("--check", nargs="*", default=["sweep_seed1"], help="sweeps the fit is checked on")
+    parser.add_argument("--records", type=pathlib.Path, default=RECORDS)
+    parser.add_argument("--margins", type=float, nargs="+", default=[0.0, 0.02, 0.04])
+    parser.add_argument("--handoff-cost", type=float, default=1.005,
+                        help="a handed problem's time over torch's own (default 1.005)")
+    args = parser.parse_args(argv)
+    fitted = load(args.fit, args.records)
+    weights = fit(fitted)
+    print("weights: " + ", ".join(f"{t} {w:+.4f}" for t, w in zip(TERMS, weights)))
+    checks = {name: load(name, args.records) for name in args.check}
+    held_out = predictions(fitted)
+    print(f"{'sweep':<16} {'margin':>6} {'handed':>6} {'geomean':>8} {'lowest':>7} {'<0.97':>6}")
+    for margin in args.margins:
+        for name, rows, predicted in [(args.fit + " (loo)", fitted, held_out)] + [
+                (n, rows, predictions(rows, weights)) for n, rows in checks.items()]:
+            o = outcome(rows, predicted, margin, args.handoff_cost)
+            print(f"{name:<16} {margin:>6.2f} {o['handed']:>6} {o['geomean']:>8.3f} {o['lowest']:>7.2f} "
+                  f"{o['below_0_97']:>6}")
+
+
+if __name__ == "__main__":
+    main()
