@@ -291,16 +291,18 @@ def test_torch_handoff_fit_recovers_the_rule_and_prices_the_handed(rng):
     assert o["geomean"] == pytest.approx(expected) and o["lowest"] == pytest.approx(min(kept + [0.8]))
 
 
-def test_torch_handoff_fit_refuses_sweeps_it_cannot_fit(tmp_path):
+def test_torch_handoff_fit_refuses_sweeps_it_cannot_fit(tmp_path, monkeypatch):
     from benchmarks.probes.torch_handoff_fit import load
 
+    monkeypatch.setattr(records, "ROOT", str(tmp_path))
+    (tmp_path / "gpu").mkdir()
     row = dict(m=8, n=8, k=8, plan="torch fp32", family="torch", model_ms=None, torch_ms=1.0, ours_ms=1.0)
-    (tmp_path / "handed.json").write_text(json.dumps({"settings": {"precision": "ieee"}, "records": [row]}))
-    (tmp_path / "tf32x3.json").write_text(json.dumps({"settings": {"precision": "3xtf32"}, "records": []}))
+    (tmp_path / "gpu" / "handed.json").write_text(json.dumps({"settings": {"precision": "ieee"}, "records": [row]}))
+    (tmp_path / "gpu" / "tf32x3.json").write_text(json.dumps({"settings": {"precision": "3xtf32"}, "records": []}))
     with pytest.raises(SystemExit, match="every problem on the kernels"):
-        load("handed", tmp_path)
+        load("handed", "gpu")
     with pytest.raises(SystemExit, match="an IEEE sweep is needed"):
-        load("tf32x3", tmp_path)
+        load("tf32x3", "gpu")
 
 
 def test_precision_run_needs_a_gpu():

@@ -17,15 +17,14 @@ No GPU: the records hold the times; the plan text and the model's time are in ea
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import pathlib
 import re
 from typing import Sequence
 
 import numpy as np
 
-RECORDS = pathlib.Path(__file__).resolve().parents[1] / "records" / "h200"
+from benchmarks import records
+
 # Configs with a term of their own: the two that serve most of the sweep's small problems.
 # Others share the intercept; a rule should hand only where its configs were seen.
 CONFIG_TERMS = ("async_32x32x16_t44_s4", "async_64x64x8_t84_s4")
@@ -95,8 +94,11 @@ def outcome(rows: Sequence[dict], predicted: Sequence[float | None], margin: flo
                 below_0_97=int((r < 0.97).sum()))
 
 
-def load(name: str, folder: pathlib.Path = RECORDS) -> list[dict]:
-    doc = json.loads((folder / f"{name}.json").read_text())
+def load(name: str, gpu: str = "h200") -> list[dict]:
+    """The rows of a sweep of record (records.load), refused where the fit cannot use them."""
+    doc = records.load(gpu, name)
+    if doc is None:
+        raise SystemExit(f"no record {name!r} for {gpu!r} under {records.ROOT}")
     if doc["settings"].get("precision") != "ieee":
         raise SystemExit(f"{name}: an IEEE sweep is needed, not {doc['settings'].get('precision')}")
     if any(r.get("family") == "torch" for r in doc["records"]):
@@ -108,15 +110,15 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fit", default="sweep", help="the sweep of record fitted on (default: sweep)")
     parser.add_argument("--check", nargs="*", default=["sweep_seed1"], help="sweeps the fit is checked on")
-    parser.add_argument("--records", type=pathlib.Path, default=RECORDS)
+    parser.add_argument("--gpu", default="h200", help="the set of records (benchmarks/records/<gpu>; default h200)")
     parser.add_argument("--margins", type=float, nargs="+", default=[0.0, 0.02, 0.04])
     parser.add_argument("--handoff-cost", type=float, default=1.005,
                         help="a handed problem's time over torch's own (default 1.005)")
     args = parser.parse_args(argv)
-    fitted = load(args.fit, args.records)
+    fitted = load(args.fit, args.gpu)
     weights = fit(fitted)
     print("weights: " + ", ".join(f"{t} {w:+.4f}" for t, w in zip(TERMS, weights)))
-    checks = {name: load(name, args.records) for name in args.check}
+    checks = {name: load(name, args.gpu) for name in args.check}
     held_out = predictions(fitted)
     print(f"{'sweep':<16} {'margin':>6} {'handed':>6} {'geomean':>8} {'lowest':>7} {'<0.97':>6}")
     for margin in args.margins:
