@@ -72,6 +72,22 @@ def kernels_of(fn, calls=3):
 
 
 @contextlib.contextmanager
+def torch_handoff(enabled):
+    """Inside the block, the lenient op hands IEEE plans to torch.matmul where the device
+    profile's rule predicts it faster (enabled, the default) or runs them on the kernels;
+    restored after it."""
+    import torch_vecgemm
+
+    testing = torch_vecgemm._C._testing
+    saved = testing.torch_handoff_enabled()
+    testing.set_torch_handoff(enabled)
+    try:
+        yield
+    finally:
+        testing.set_torch_handoff(saved)
+
+
+@contextlib.contextmanager
 def tf32_allowed(allowed):
     """torch.backends.cuda.matmul.allow_tf32 set inside the block, restored after it."""
     saved = torch.backends.cuda.matmul.allow_tf32

@@ -157,6 +157,8 @@ def headline(slug):
                   f"{s['below_0_95']} below 0.95x")
         if precision_of_kind == "3xtf32":
             answer += f"; {s['on_3xtf32']} run on 3xTF32, the rest on fp32"
+        elif s.get("handed_to_torch"):
+            answer += f"; {s['handed_to_torch']} handed to torch.matmul"
         if "error_highest" in s:
             answer += f"; error at most {_ratio(s['error_highest'])} torch.matmul's"
         row(f"{question} (seed {data['settings']['seed']})", answer, kind)

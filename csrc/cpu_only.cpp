@@ -34,6 +34,8 @@ std::vector<RankedChoice> model_ranking(const std::string&) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no cost model");
 }
 void set_dependent_launch(bool) {}
+void set_torch_handoff(bool) {}
+bool torch_handoff_enabled() { return false; }
 void register_aten_kernels(bool) {}  // no kernels: every product stays torch's
 
 PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,

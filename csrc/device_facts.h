@@ -46,6 +46,10 @@ struct ProfileData {
   std::vector<double> order_percent;
   std::map<std::string, std::vector<double>> kernel_percent, scalar_load_percent;
   std::map<std::string, std::map<std::string, double>> tf32x3;
+  // The hand-off of IEEE plans to torch.matmul (DeviceProfile::TorchHandoff), or none: its
+  // weights by name, and the configs it speaks for with each one's own term.
+  std::optional<std::map<std::string, double>> torch_handoff;
+  std::map<std::string, double> torch_handoff_configs;
 };
 
 // The profile checked against this build's tables (an error names what is missing, unknown

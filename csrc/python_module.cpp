@@ -74,6 +74,8 @@ vecgemm::ProfileData profile_data_of(const py::dict& d) {
   p.kernel_percent = d["kernel_percent"].cast<std::map<std::string, std::vector<double>>>();
   p.scalar_load_percent = d["scalar_load_percent"].cast<std::map<std::string, std::vector<double>>>();
   p.tf32x3 = d["tf32x3"].cast<std::map<std::string, std::map<std::string, double>>>();
+  if (!d["torch_handoff"].is_none()) p.torch_handoff = d["torch_handoff"].cast<std::map<std::string, double>>();
+  p.torch_handoff_configs = d["torch_handoff_configs"].cast<std::map<std::string, double>>();
   return p;
 }
 
@@ -141,6 +143,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   testing.def("model_ranking", &vecgemm::model_ranking, py::arg("key"),
               "The cost model's candidates for a tuning key on the current CUDA device, fastest first: "
               "(predicted ns, config, split-K factor, stream-K tail).");
+  testing.def("set_torch_handoff", &vecgemm::set_torch_handoff, py::arg("enabled"),
+              "Whether the lenient op hands IEEE plans to torch.matmul where the device profile's rule "
+              "predicts it faster (on by default); off, they run on the kernels.");
+  testing.def("torch_handoff_enabled", &vecgemm::torch_handoff_enabled);
   testing.def("set_dependent_launch", &vecgemm::set_dependent_launch,
               "Whether second passes may overlap the end of the kernel before them (on unless "
               "VECGEMM_DEPENDENT_LAUNCH=0).");

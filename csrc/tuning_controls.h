@@ -32,4 +32,11 @@ std::vector<RankedChoice> model_ranking(const std::string& key);
 // VECGEMM_DEPENDENT_LAUNCH=0).
 void set_dependent_launch(bool enabled);
 
+// Measurement knob: whether the lenient op hands IEEE plans to torch.matmul where the device
+// profile's rule predicts torch faster (Plan::torch_faster; on by default). Off, those plans
+// run on the kernels: for the tests that read the kernels' choices and for the sweeps, which
+// time a handed problem on the kernels too (the data the rule is fitted on).
+void set_torch_handoff(bool enabled);
+bool torch_handoff_enabled();
+
 }  // namespace vecgemm

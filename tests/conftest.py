@@ -121,6 +121,31 @@ def pytest_report_header(config):
     return None
 
 
+# ---- the hand-off to torch -------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def _kernels_not_handed():
+    """Every test runs the lenient op's IEEE plans on the kernels: the device profile's rule
+    would hand many of the suite's small and mid-size products to torch.matmul
+    (kernel_rules.h, hands_to_torch), and they are here to test the kernels. The tests of the
+    hand-off ask for it with `torch_handoff_on`."""
+    from benchmarks.common import torch_handoff
+
+    with torch_handoff(False):
+        yield
+
+
+@pytest.fixture
+def torch_handoff_on(_kernels_not_handed):
+    """The lenient op hands IEEE plans to torch.matmul where the rule says (the default
+    outside the tests)."""
+    from benchmarks.common import torch_handoff
+
+    with torch_handoff(True):
+        yield
+
+
 # ---- inputs --------------------------------------------------------------------------------
 
 

@@ -45,10 +45,11 @@ def test_sweep_operands_have_the_drawn_order_and_alignment():
 
 
 def test_sweep_summary():
-    rows = [dict(m=m, n=8, k=8, layout="rr", align="aligned", ratio_to_torch_matmul=r)
-            for m, r in ((16, 0.5), (32, 2.0), (64, 1.06), (128, 0.96))]
+    rows = [dict(m=m, n=8, k=8, layout="rr", align="aligned", ratio_to_torch_matmul=r, family=f)
+            for m, r, f in ((16, 0.5, "async"), (32, 2.0, "tiled"), (64, 1.06, "torch"), (128, 0.96, "async"))]
     s = sweep.summarize(rows)
-    assert s["problems"] == 4 and s["below_0_95"] == 1 and s["at_least_1_05"] == 2
+    assert s["problems"] == 4 and s["below_0_95"] == 1 and s["below_0_97"] == 2 and s["at_least_1_05"] == 2
+    assert s["handed_to_torch"] == 1
     assert math.isclose(s["geomean"], (0.5 * 2.0 * 1.06 * 0.96) ** 0.25)
     assert s["lowest"] == 0.5 and s["lowest_problem"].startswith("16x8x8")
 
@@ -56,13 +57,13 @@ def test_sweep_summary():
 def test_sweep_summary_counts_errors_against_torch():
     # A sweep in 3xTF32 is judged by its errors beside torch.matmul's as well as its times.
     rows = [dict(m=16 * (i + 1), n=8, k=8, layout="rr", align="aligned", plan="p", torch_ms=1.0, ours_ms=1.0 / r,
-                 ratio_to_torch_matmul=r, precision=p, error_to_torch_matmul=e)
+                 ratio_to_torch_matmul=r, precision=p, error_to_torch_matmul=e, family="async")
             for i, (r, p, e) in enumerate(((1.5, "3xtf32", 0.5), (0.98, "ieee", 1.0), (1.0, "ieee", 1.3)))]
     s = sweep.summarize(rows)
     assert (s["below_1_0"], s["on_3xtf32"], s["error_above_1_25"], s["error_highest"]) == (1, 1, 1, 1.3)
     assert math.isclose(s["error_geomean"], (0.5 * 1.0 * 1.3) ** (1 / 3))
     text = sweep.markdown(dict(summary=s, records=rows, settings=dict(seed=0, precision="3xtf32")), title=False)
-    assert "| 3xtf32 | 3 | 1 | " in text and "| 1.30 | 1 |" in text
+    assert "| 3xtf32 | 3 | 1 | 0 | " in text and "| 1.30 | 1 |" in text
 
 
 def test_best_variant_key_takes_the_planners_vec4_rule():
@@ -251,19 +252,22 @@ def test_block_overhead_fit_recovers_the_costs(rng):
     assert np.allclose(fit(points), [launch, fixed, tile], rtol=0.15, atol=0.1)
 
 
-def _handoff_rows(rng, weights, count=60):
-    """Sweep rows whose log(ours / torch) is exactly the hand-off fit's terms times `weights`."""
-    from benchmarks.probes.torch_handoff_fit import features
+def _handoff_rows(rng, weights, count=80):
+    """Sweep rows whose log(ours / torch) is exactly the hand-off fit's terms times `weights`
+    on the configs the rule speaks for, and rows of a config it does not (slower than torch)."""
+    from benchmarks.probes.torch_handoff_fit import CONFIG_TERMS, features
 
     draws = rng.uniform(count, 5, low=0.0, high=1.0, device="cpu").tolist()
+    configs = CONFIG_TERMS + ("tiled_128x64x8b",)
     rows = []
     for a, b, c, d, e in draws:
         m, n, k = int(16 * 512 ** a), int(16 * 512 ** b), int(16 * 512 ** c)
-        config = ["async_32x32x16_t44_s4", "async_64x64x8_t84_s4", "tiled_128x64x8b"][int(3 * d)]
+        config = configs[int(len(configs) * d)]
         plan = config + (" split-k 3" if e > 0.5 else "") + (", copy of A (column-major)" if e > 0.8 else "")
         row = dict(m=m, n=n, k=k, plan=plan, family=config.split("_")[0], model_ms=1e-9 * m * n * k + 0.003,
-                   torch_ms=1.0)
-        row["ours_ms"] = math.exp(sum(w * x for w, x in zip(weights, features(row))))
+                   torch_ms=1.0, ours_ms=2.0)
+        if config in CONFIG_TERMS:
+            row["ours_ms"] = math.exp(sum(w * x for w, x in zip(weights, features(row))))
         rows.append(row)
     return rows
 
@@ -271,38 +275,55 @@ def _handoff_rows(rng, weights, count=60):
 def test_torch_handoff_fit_recovers_the_rule_and_prices_the_handed(rng):
     import numpy as np
 
-    from benchmarks.probes.torch_handoff_fit import TERMS, fit, outcome, predictions
+    from benchmarks.probes.torch_handoff_fit import CONFIG_TERMS, TERMS, fit, outcome, predictions, priced
 
-    weights = [-0.9, -0.07, 0.05, 0.01, 0.04, -0.17, -0.08]
+    weights = [-0.07, 0.05, 0.01, 0.04, -1.2, -1.1, -1.0, -0.9]
     assert len(weights) == len(TERMS)
     rows = _handoff_rows(rng, weights)
     rows.append(dict(m=1, n=4096, k=4096, plan="gemv", family="gemv", model_ms=None, torch_ms=1.0, ours_ms=2.0))
-    assert np.allclose(fit(rows), weights, atol=1e-6)  # the unpriced gemv row is left out
+    # The gemv row and the config without a term are left out of the fit and never handed.
+    assert np.allclose(fit(rows), weights, atol=1e-6)
     held_out = predictions(rows)
-    assert held_out[-1] is None
-    for row, p in zip(rows[:-1], held_out):
-        assert p == pytest.approx(math.log(row["ours_ms"]), abs=1e-6)
-    # Handed exactly where ours was slower than torch, each at torch's time times the cost.
+    spoken = [priced(r) for r in rows]
+    assert sum(spoken) < len(rows) - 1 and {r["plan"].split(" ")[0].rstrip(",") for r in rows if priced(r)} == set(
+        CONFIG_TERMS)
+    for row, p, speaks in zip(rows, held_out, spoken):
+        assert (p is None) == (not speaks)
+        if speaks:
+            assert p == pytest.approx(math.log(row["ours_ms"]), abs=1e-6)
+    # Handed exactly where the rule speaks and ours was slower, each at torch's time times the cost.
     o = outcome(rows, held_out, margin=0.0, handoff_cost=1.25)
-    slower = [r for r in rows[:-1] if r["ours_ms"] > r["torch_ms"]]
-    assert 0 < o["handed"] == len(slower) < len(rows) - 1
-    kept = [r["torch_ms"] / r["ours_ms"] for r in rows if r not in slower]
-    expected = np.exp((np.log(kept).sum() + len(slower) * math.log(1 / 1.25)) / len(rows))
+    handed = [r for r, speaks in zip(rows, spoken) if speaks and r["ours_ms"] > r["torch_ms"]]
+    assert 0 < o["handed"] == len(handed) < sum(spoken)
+    kept = [r["torch_ms"] / r["ours_ms"] for r in rows if r not in handed]
+    expected = np.exp((np.log(kept).sum() + len(handed) * math.log(1 / 1.25)) / len(rows))
     assert o["geomean"] == pytest.approx(expected) and o["lowest"] == pytest.approx(min(kept + [0.8]))
 
 
-def test_torch_handoff_fit_refuses_sweeps_it_cannot_fit(tmp_path, monkeypatch):
-    from benchmarks.probes.torch_handoff_fit import load
+def test_torch_handoff_fit_reads_the_kernels_times_of_handed_problems(tmp_path, monkeypatch):
+    from benchmarks.probes.torch_handoff_fit import load, profile_section
 
     monkeypatch.setattr(records, "ROOT", str(tmp_path))
     (tmp_path / "gpu").mkdir()
-    row = dict(m=8, n=8, k=8, plan="torch fp32", family="torch", model_ms=None, torch_ms=1.0, ours_ms=1.0)
-    (tmp_path / "gpu" / "handed.json").write_text(json.dumps({"settings": {"precision": "ieee"}, "records": [row]}))
+    handed = dict(m=8, n=8, k=8, plan="torch fp32 (torch.matmul is predicted faster)", family="torch",
+                  model_ms=None, torch_ms=1.0, ours_ms=1.01)
+    timed = dict(handed, kernels_plan="async_32x32x16_t44_s4 split-k 2", kernels_family="async",
+                 kernels_model_ms=0.5, kernels_ms=1.5)
+    for name, row in (("untimed", handed), ("timed", timed)):
+        (tmp_path / "gpu" / f"{name}.json").write_text(
+            json.dumps({"settings": {"precision": "ieee"}, "records": [row]}))
     (tmp_path / "gpu" / "tf32x3.json").write_text(json.dumps({"settings": {"precision": "3xtf32"}, "records": []}))
+    [row] = load("timed", "gpu")
+    assert (row["plan"], row["family"], row["model_ms"], row["ours_ms"]) == (
+        "async_32x32x16_t44_s4 split-k 2", "async", 0.5, 1.5)
     with pytest.raises(SystemExit, match="every problem on the kernels"):
-        load("handed", "gpu")
+        load("untimed", "gpu")
     with pytest.raises(SystemExit, match="an IEEE sweep is needed"):
         load("tf32x3", "gpu")
+    # The weights as the device profile's section: the shared ones, then one term a config.
+    section = profile_section([0.1, 0.2, 0.3, 0.4, -1.0, -2.0, -3.0, -4.0])
+    assert (section["log_predicted_ms"], section["copies"]) == (0.1, 0.4)
+    assert list(section["configs"].values()) == [-1.0, -2.0, -3.0, -4.0]
 
 
 def test_precision_run_needs_a_gpu():

@@ -107,3 +107,37 @@ def test_more_than_2_31_elements(rng):
     Bt = B.t().contiguous().t()  # column-major B as well
     out2 = ops.sgemm(A, Bt)
     assert_gemm_close(out2[rows], A[rows], Bt)
+
+
+def test_a_product_handed_to_torch_is_torchs_own(torch_handoff_on, rng):
+    """Where the device profile's rule predicts torch.matmul faster (the H200's: the sweep's
+    mid-size problems), the lenient op runs torch's own product, bit for bit, and says so in
+    its plan; the strict op still runs the kernels, and with the hand-off off so does the
+    lenient op. Under CUDA graph capture the handed call is torch's kernel, captured."""
+    from benchmarks.common import torch_handoff
+
+    if torch_vecgemm._C._testing.profile_name(torch.cuda.current_device()) != "NVIDIA H200":
+        pytest.skip("the hand-off rule is the H200 profile's; other GPUs have none")
+    handed = 0
+    for m, n, k in ((1523, 1290, 24), (2400, 262, 26), (1000, 1000, 256)):
+        A, B = randn(rng, m, k), randn(rng, k, n)
+        plan = torch_vecgemm.plan(A, B)
+        if plan.family != "torch":
+            continue
+        handed += 1
+        assert "torch.matmul is predicted faster" in str(plan) and plan.precision == "ieee"
+        assert torch.equal(torch_vecgemm.mm(A, B), torch.mm(A, B))
+        assert_gemm_close(torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, "auto", "ieee"), A, B)
+        with torch_handoff(False):
+            assert torch_vecgemm.plan(A, B).family in ("tiled", "async")
+            assert_gemm_close(torch_vecgemm.mm(A, B), A, B)
+        out = torch_vecgemm.mm(A, B)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = torch_vecgemm.mm(A, B)
+        A.copy_(randn(rng, m, k))
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, torch.mm(A, B))
+    assert handed, "the H200's rule hands none of the sweep's problems it was fitted to hand"

@@ -98,6 +98,10 @@ def _set(path, value):
     (_set(("tf32x3", "tf32x3_128x64_mma", "k_tile_ns"), 0.0), "k_tile_ns (above 0)"),
     (_set(("tf32x3", "tf32x3_128x64_mma", "warps"), 4.0), "and nothing else"),
     (_set(("tf32x3", "tf32x3_nonexistent"), {"k_tile_ns": 1.0}), "no 3xTF32 row 'tf32x3_nonexistent'"),
+    (_set(("torch_handoff", "copies"), None), "torch_handoff needs copies"),
+    (_set(("torch_handoff", "log_k"), 0.1), "a weight 'log_k' that this build does not know"),
+    (_set(("torch_handoff", "configs", "tiled_999x1x1"), -1.0), "torch_handoff names no kernel config 'tiled_999x1x1'"),
+    (_set(("torch_handoff", "configs"), {}), "speaks for no config"),
     (_set(("serves",), {"capability": 90, "sms": 0}), "both positive"),
     (_set(("name",), ""), "needs a name"),
 ])

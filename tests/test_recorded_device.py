@@ -101,6 +101,64 @@ def test_the_profile_follows_capability_and_sm_count(h200_like):
     assert 1.8 < ieee["predicted_us"] / tf32x3["predicted_us"] < 2.6
 
 
+def _handoff_device(name, configs):
+    """A recorded GPU of its own (capability 87, 20 SMs) priced with the H200's figures and a
+    hand-off rule that predicts each named config's plans at e^term torch.matmul's time; the
+    profile takes the place of the last one made here (devices made before are priced with
+    it from then on, their plans made so far kept)."""
+    from torch_vecgemm import _C, _profiles
+
+    doc = json.loads((_profiles.FOLDER / "h200.json").read_text())
+    doc.update(name=name, serves={"capability": 87, "sms": 20})
+    doc["torch_handoff"] = dict(log_predicted_ms=0.0, log_macs=0.0, log_splits=0.0, copies=0.0, configs=configs)
+    _C._add_device_profile(_profiles.as_planner_data(doc))
+    return _testing.add_recorded_device(facts(87, 20))
+
+
+def test_the_handoff_rule_hands_only_the_plans_it_speaks_for(torch_handoff_on):
+    import torch
+
+    from benchmarks.common import torch_handoff
+
+    every = _handoff_device("every config handed", {c: 1.0 for c in TILINGS})
+    p = plan(every, 1024, 1024, 1024)
+    assert p["family"] == "torch" and p["precision"] == "ieee" and p["precision_fallback"] is None
+    assert p["description"] == "torch fp32 (torch.matmul is predicted faster: this plan at 2.72x its time)"
+    with torch_handoff(False):
+        kernel = plan(every, 1024, 1024, 1024)
+    assert kernel["family"] in ("tiled", "async") and kernel["kernel"] in TILINGS
+    # torch's product would be TF32's, or raise without a cuBLAS workspace setting: the
+    # kernels run.
+    saved = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert plan(every, 1024, 1024, 1024) == kernel
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
+    torch.use_deterministic_algorithms(True)
+    try:
+        assert plan(every, 1024, 1024, 1024)["family"] == kernel["family"]
+    finally:
+        torch.use_deterministic_algorithms(False)
+    # The rule prices tiling plans in IEEE fp32: gemv and 3xTF32 plans stay.
+    assert plan(every, 1, 4096, 4096, orders="rc")["family"] == "gemv"
+    assert plan(every, 4096, 4096, 4096, precision="3xtf32")["family"] == "tf32x3"
+    # A config the rule has no term for is never handed; nor one it predicts faster than torch.
+    others = _handoff_device("other configs handed", {c: 1.0 for c in TILINGS if c != kernel["kernel"]})
+    assert plan(others, 1024, 1024, 1024) == kernel
+    slower = _handoff_device("torch predicted slower", {c: -0.01 for c in TILINGS})
+    assert plan(slower, 1024, 1024, 1024) == kernel
+
+
+def test_the_h200_rule_keeps_large_problems_on_the_kernels(torch_handoff_on):
+    """The H200's rule speaks for the configs of the sweep's small and mid-size problems, not
+    for the large problems' tilings, where our kernels run at torch.matmul's speed or faster."""
+    device = _recorded_h200()
+    for n in (2048, 3072, 4096, 8192):
+        assert plan(device, n, n, n)["family"] != "torch", n
+    assert plan(device, 2048, 11008, 4096, orders="rc")["family"] != "torch"  # llama mlp up
+
+
 def test_incomplete_or_unknown_facts_are_refused():
     missing = facts()
     missing["tiled"] = [t for t in missing["tiled"] if not (t[0] == TILINGS[0] and t[1] == "rr" and t[2])]
@@ -128,7 +186,7 @@ def _recorded_h200():
 
 
 @pytest.mark.parametrize("kind", sorted(records.SWEEPS))
-def test_the_plans_of_record(kind):
+def test_the_plans_of_record(kind, torch_handoff_on):
     """Each problem of the records' sweeps planned here, on the H200's recorded facts, as the
     H200 planned it: a change of the planner that moves a plan of record shows here, in CI,
     until the records are made again."""

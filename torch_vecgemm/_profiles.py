@@ -35,11 +35,16 @@ def as_planner_data(doc: dict) -> dict:
             if name in scalars:
                 raise ValueError(f"the figure {name!r} is given twice")
             scalars[name] = value
+    # The hand-off rule: null where the profile hands nothing to torch.matmul.
+    handoff = doc["torch_handoff"]
+    weights = None if handoff is None else {k: v for k, v in _figures(handoff).items() if k != "configs"}
+    configs = {} if handoff is None else _figures(handoff["configs"])
     return dict(
         name=doc["name"], capability=serves["capability"], sms=serves["sms"], scalars=scalars,
         order_percent=doc["order_percent"], kernel_percent=_figures(doc["kernel_percent"]),
         scalar_load_percent=_figures(doc["scalar_load_percent"]),
         tf32x3={row: _figures(figures) for row, figures in _figures(doc["tf32x3"]).items()},
+        torch_handoff=weights, torch_handoff_configs=configs,
     )
 
 

@@ -237,6 +237,15 @@ double copy_ns(int64_t elements, int device) {
   return 8.0 * double(elements) / profile.bytes_per_ns + profile.launch_ns;
 }
 
+std::optional<double> torch_handoff_log_ratio(int device, const TilingChoice& tiling, double macs, bool copies,
+                                              double predicted_ns) {
+  const auto& rule = profile_of(device).torch_handoff;
+  if (!rule || !rule->speaks_for[tiling.config] || !(predicted_ns > 0.0) || !(macs > 0.0)) return std::nullopt;
+  return rule->config_term[tiling.config] + rule->log_predicted_ms * std::log(predicted_ns * 1e-6) +
+         rule->log_macs * std::log(macs) + rule->log_splits * std::log(double(std::max(1, tiling.splits))) +
+         rule->copies * double(copies);
+}
+
 namespace {
 
 // The 3xTF32 rows' waves model (the SIMT model above has no figures for their kernels): a

@@ -75,4 +75,12 @@ Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row);
 // The model's time for one pass copying `elements` floats into new storage.
 double copy_ns(int64_t elements, int device);
 
+// log(our time / torch.matmul's) for an IEEE plan, as the device profile's hand-off rule
+// predicts it from the plan's figures: its config and K slices, `macs` (batch M N K),
+// whether operands are copied, and `predicted_ns`, the model's time for it. None where the
+// rule does not speak: the profile has none, or none for this config. Above 0: torch is
+// predicted faster.
+std::optional<double> torch_handoff_log_ratio(int device, const TilingChoice& tiling, double macs, bool copies,
+                                              double predicted_ns);
+
 }  // namespace vecgemm

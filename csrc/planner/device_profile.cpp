@@ -48,6 +48,17 @@ constexpr ScalarField kScalarFields[] = {
 };
 constexpr const char* kIntegerScalars[] = {"warps_to_hide_scalar_output", "unmeasured_scalar_load_percent"};
 constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "kernel_split_ns"};
+// The hand-off rule's weights, by the names its file gives them.
+struct HandoffField {
+  const char* name;
+  double DeviceProfile::TorchHandoff::*field;
+};
+constexpr HandoffField kHandoffFields[] = {
+    {"log_predicted_ms", &DeviceProfile::TorchHandoff::log_predicted_ms},
+    {"log_macs", &DeviceProfile::TorchHandoff::log_macs},
+    {"log_splits", &DeviceProfile::TorchHandoff::log_splits},
+    {"copies", &DeviceProfile::TorchHandoff::copies},
+};
 
 // Reads a profile's data against this build's tables. Every check returns its verdict
 // rather than throwing, and the first problem found is what add_device_profile reports:
@@ -79,7 +90,8 @@ class ProfileReader {
       std::fill(p.scalar_load_percent[c], p.scalar_load_percent[c] + kNumOrders, unmeasured_scalar_loads);
     }
     if (!kernel_percents("kernel_percent", d_.kernel_percent, p.kernel_percent) ||
-        !kernel_percents("scalar_load_percent", d_.scalar_load_percent, p.scalar_load_percent) || !tf32x3_rows(p))
+        !kernel_percents("scalar_load_percent", d_.scalar_load_percent, p.scalar_load_percent) || !tf32x3_rows(p) ||
+        !torch_handoff(p))
       return error_;
     return std::nullopt;
   }
@@ -161,6 +173,36 @@ class ProfileReader {
     }
     for (int r = 0; r < kNumTf32x3Rows; ++r)
       if (!seen[r]) return fail(std::string("it has no figures for ") + kTf32x3Rows[r].name);
+    return true;
+  }
+
+  bool torch_handoff(DeviceProfile& p) {
+    if (!d_.torch_handoff) {
+      if (!d_.torch_handoff_configs.empty()) return fail("torch_handoff names configs but has no weights");
+      return true;
+    }
+    DeviceProfile::TorchHandoff rule{};
+    std::set<std::string> unread;
+    for (const auto& [field, value] : *d_.torch_handoff) unread.insert(field);
+    for (const HandoffField& f : kHandoffFields) {
+      const auto it = d_.torch_handoff->find(f.name);
+      if (it == d_.torch_handoff->end() || !std::isfinite(it->second))
+        return fail(std::string("torch_handoff needs ") + f.name + ", a finite number");
+      rule.*f.field = it->second;
+      unread.erase(f.name);
+    }
+    if (!unread.empty()) return fail("torch_handoff has a weight '" + *unread.begin() + "' that this build does not know");
+    if (d_.torch_handoff_configs.empty())
+      return fail("torch_handoff speaks for no config: name each config it was fitted on, with its term");
+    for (const auto& [kernel, term] : d_.torch_handoff_configs) {
+      const auto config = kernel_config_of(kernel);
+      if (!config)
+        return fail("torch_handoff names no kernel config '" + kernel + "' of this build (torch_vecgemm.variants())");
+      if (!std::isfinite(term)) return fail("torch_handoff's term for " + kernel + " must be a finite number");
+      rule.speaks_for[*config] = true;
+      rule.config_term[*config] = term;
+    }
+    p.torch_handoff = rule;
     return true;
   }
 

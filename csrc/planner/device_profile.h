@@ -11,6 +11,7 @@
 // tested, on a machine without that GPU or any.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -58,6 +59,20 @@ struct DeviceProfile {
   double tf32x3_k_tile_ns[kNumTf32x3Rows];
   double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
   double tf32x3_kernel_split_ns[kNumTf32x3Rows];
+  // Where the lenient op's IEEE plan is handed to torch.matmul instead (cost_model.h,
+  // torch_handoff_log_ratio): a least-squares fit of log(our time / torch.matmul's) on the
+  // plan's own figures, measured on this kind of GPU (benchmarks/probes/torch_handoff_fit.py).
+  // It speaks only for the configs it has a term for, those the fit saw enough of; every
+  // other plan stays on our kernels. None: no plan is handed.
+  struct TorchHandoff {
+    double log_predicted_ms;  // per unit of ln(the cost model's time, in ms)
+    double log_macs;          // ln(batch M N K)
+    double log_splits;        // ln(K slices)
+    double copies;            // operands copied before the kernel (0 or 1)
+    bool speaks_for[kNumKernelConfigs];
+    double config_term[kNumKernelConfigs];
+  };
+  std::optional<TorchHandoff> torch_handoff;
 };
 
 // The profile of the device: the measured one of its compute capability and SM count where

@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAGuard.h>
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -16,6 +17,7 @@
 #include "plan_summary.h"
 #include "planner/device_profile.h"
 #include "planner/tf32x3_rows.h"
+#include "tuning_controls.h"
 
 namespace vecgemm {
 namespace {
@@ -219,16 +221,27 @@ bool config_runs_at(int config, int capability) {
 
 bool runs_on(int config, int device) { return config_runs_at(config, compute_capability(device)); }
 
-// Where the planner declines 3xTF32 (plan.cpp, tf32x3_declined), the lenient op hands the
-// product to torch, whose product is then cuBLAS SGEMM: as fast as the IEEE kernels or
-// faster on most such problems (small ones), and more accurate on short sums (cuBLAS splits
-// them finer; docs/performance.md). With TF32 allowed in torch's matmuls its product would
-// lose fp32's accuracy, which precision 3xTF32 promises to keep: the IEEE kernels run. Under
-// torch.use_deterministic_algorithms(True) torch's cuBLAS product raises unless
-// CUBLAS_WORKSPACE_CONFIG is set, and the IEEE kernels are deterministic: they run.
+namespace {
+std::atomic<bool> g_torch_handoff{true};
+}  // namespace
+
+void set_torch_handoff(bool enabled) { g_torch_handoff = enabled; }
+bool torch_handoff_enabled() { return g_torch_handoff.load(); }
+
+// The lenient op hands a product to torch, whose product is then cuBLAS SGEMM, in two cases:
+//  - the planner declined 3xTF32 (plan.cpp, tf32x3_declined): cuBLAS is as fast as the IEEE
+//    kernels or faster on most such problems (small ones), and more accurate on short sums
+//    (cuBLAS splits them finer; docs/performance.md);
+//  - the device profile's rule predicts torch faster than the IEEE plan (Plan::torch_faster).
+// With TF32 allowed in torch's matmuls its product would lose fp32's accuracy, which both
+// precisions promise to keep: the kernels run. Under torch.use_deterministic_algorithms(True)
+// torch's cuBLAS product raises unless CUBLAS_WORKSPACE_CONFIG is set, and the kernels are
+// deterministic: they run.
 bool hands_to_torch(const Plan& plan) {
   const auto& context = at::globalContext();
-  return plan.tf32x3_declined.has_value() && !context.allowTF32CuBLAS() && !context.deterministicAlgorithms();
+  const bool torch_faster = plan.torch_faster.has_value() && g_torch_handoff.load(std::memory_order_relaxed);
+  return (plan.tf32x3_declined.has_value() || torch_faster) && !context.allowTF32CuBLAS() &&
+         !context.deterministicAlgorithms();
 }
 
 Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,

@@ -165,6 +165,19 @@ Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Estimate& choice, cons
   return std::nullopt;
 }
 
+// Why torch.matmul is predicted faster than an auto IEEE plan, or none (cost_model.h,
+// torch_handoff_log_ratio; the rule's figures are the device profile's).
+Reason torch_faster(const GemmShape& s, const Plan& plan) {
+  const double macs = double(s.batch) * double(s.m) * double(s.n) * double(s.k);
+  const std::optional<double> log_ratio = torch_handoff_log_ratio(
+      plan.key.device, plan.tiling, macs, plan.copy_a.made || plan.copy_b.made, plan.predicted_ns);
+  if (!log_ratio || *log_ratio <= 0.0) return std::nullopt;
+  char text[96];
+  std::snprintf(text, sizeof(text), "torch.matmul is predicted faster: this plan at %.2fx its time",
+                std::exp(*log_ratio));
+  return std::string(text);
+}
+
 // A variant as a number, for the plan cache's key: the config of a FixedConfig, -1..-3 for
 // the named families and auto, -10 - row for a 3xTF32 row.
 int variant_code(const Variant& variant) {
@@ -331,6 +344,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   out.tiling.splits = int(ceil_div(out.key.k, slice));
   if (out.tiling.stream_k && out.tiling.splits == 1) out.stream_k = stream_k_schedule(out.key, out.tiling.config);
   out.tiling.stream_k = out.stream_k.has_value();
+  if (auto_select && !tuned && !out.autotune_pending) out.torch_faster = torch_faster(s, out);
   return out;
 }
 

@@ -88,6 +88,11 @@ struct Plan {
   // Precision 3xTF32 with the auto variant, planned on the IEEE kernels instead: why
   // (tf32x3_declined, plan.cpp: less accurate than IEEE fp32 there, or predicted slower).
   Reason tf32x3_declined;
+  // An auto IEEE plan the device profile's hand-off rule predicts torch.matmul faster on
+  // (cost_model.h, torch_handoff_log_ratio): why. The lenient op then runs torch's product
+  // (kernel_rules.h, hands_to_torch); the strict ops run this plan. Never set on a tuned or
+  // autotune-pending plan: a measurement, not the rule, decides those.
+  Reason torch_faster;
 };
 
 // precision: what the call computes in, already resolved and checked against the variant

@@ -130,7 +130,8 @@ PlanSummary summary_of(const Plan& p, bool lenient, Precision served, Reason why
   out.precision_fallback = why_ieee;
   if (lenient && hands_to_torch(p)) {
     out.family = "torch";
-    out.description = "torch fp32 (" + *why_ieee + ")";
+    // The reason that hands it: a declined 3xTF32, else the hand-off rule's prediction.
+    out.description = "torch fp32 (" + p.tf32x3_declined.value_or(p.torch_faster.value_or("")) + ")";
     return out;
   }
   out.family = family_name(p.family);
