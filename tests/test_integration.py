@@ -50,6 +50,7 @@ from conftest import Rng, assert_gemm_close, make_operand, poison_allocator, ran
 m, n, k = map(int, sys.argv[1:4])
 layout, offset, planned, seed = sys.argv[4], int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
 rng = Rng(seed)
+torch_vecgemm._C._testing.set_torch_handoff(False)  # the kernels' plan, as the suite runs it
 A, B, C = make_operand(rng, m, k, layout[0], offset=offset), make_operand(rng, k, n, layout[1]), randn(rng, m, n)
 plan = torch_vecgemm.plan(A, B)
 made = {"copy of A": plan.copy_a is not None, "copies of A and B": plan.copy_a is not None and plan.copy_b is not None,
