@@ -133,9 +133,14 @@ Reason fallback_reason(const at::Tensor& A, const at::Tensor& B, const std::opti
                        const std::string& variant, const std::string& precision) {
   // First: a misspelt precision is the caller's error on every device, never a fallback.
   const PrecisionRequest request = parse_precision(precision);
+  if (auto r = device_independent_violation(A, B, C)) return r;
+  return kernel_violation(A, B, C, variant, request);
+}
+
+Reason device_independent_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C) {
   if (auto r = contract_violation(A, B, C)) return r;
   if (!A.is_cuda()) return "not on a CUDA device (" + A.device().str() + ")";
-  return kernel_violation(A, B, C, variant, request);
+  return std::nullopt;
 }
 
 }  // namespace vecgemm

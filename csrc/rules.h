@@ -72,6 +72,9 @@ Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::opt
 // Beside the kernels too (the names are theirs); a CPU-only build resolves the request.
 Precision effective_precision(const std::string& variant, PrecisionRequest precision);
 
+// The contract and the device: what every call's answer starts with.
+Reason device_independent_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C);
+
 // The full answer: contract, device, kernel. None means the kernel will run. Raises a
 // ValueError for a precision that is not one of the accepted names.
 Reason fallback_reason(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,

@@ -55,8 +55,9 @@ class Plan:
     """
 
     # "tiled", "async", "gemv", "vectorized", "tf32x3", "empty" (no kernel: D = beta * C or nothing),
-    # "fallback" (a rule sends the call to torch) or "torch" (precision 3xTF32 asked for, and
-    # torch's fp32 product is faster or more accurate here: precision_fallback says which)
+    # "fallback" (a rule sends the call to torch) or "torch" (torch's fp32 product runs: the
+    # device profile predicts it faster than the kernels, or precision 3xTF32 was asked for
+    # and torch's fp32 is faster or more accurate here; the description says why)
     family: str
     kernel: Optional[str]  # the variant name of the kernel that runs; None for "empty" and "fallback"
     split_k: int  # K slices (1: unsplit)

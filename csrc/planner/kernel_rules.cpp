@@ -181,6 +181,12 @@ Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Ten
   return precision_violation(A, request);
 }
 
+Reason auto_ieee_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C) {
+  static const Request kAutoIeee{"auto", AutoSelect{}, Precision::Ieee};
+  if (auto r = device_independent_violation(A, B, C)) return r;
+  return request_violation(A, B, nullptr, kAutoIeee);
+}
+
 Precision lenient_precision(int device, PrecisionRequest asked, Reason* why) {
   const Precision precision = precision_of(AutoSelect{}, asked);  // the switch read once
   if (precision == Precision::Ieee) return Precision::Ieee;

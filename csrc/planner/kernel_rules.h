@@ -31,6 +31,11 @@ struct Request {
 // The request, or none with `unknown` set: the name is not one of variant_names().
 std::optional<Request> parse_request(const std::string& name, PrecisionRequest asked, Reason* unknown);
 
+// Every rule the lenient op applies before it plans: the contract, the device, and the
+// CUDA-side rules of the auto variant in IEEE fp32 (no precision rule applies there). What
+// fallback_reason(A, B, C, "auto", "ieee") says, without parsing the names on every call.
+Reason auto_ieee_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C);
+
 // Every CUDA-side rule of a strict call, the contract and the device checked before: the
 // operands' storage and extents, the GPU's kernel image, the named variant's own contract,
 // and the precision (the one the named kernel computes in; 3xTF32 needs a row that runs).

@@ -223,6 +223,7 @@ PlanKey plan_key(const Problem& p, const Variant& variant, Precision precision) 
   return PlanKey{s.batch, s.m, s.n, s.k, p.device, variant_code(variant), flags, tuning_generation()};
 }
 
+// allow_copies = false plans for the operands as they are (a plan's without_copies).
 Plan make_plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies);
 
 // Plans by key, so that a repeated shape costs a lookup: planning a tiling ranks the
@@ -230,16 +231,16 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
 // process that sees more distinct problems than this gains little from keeping them.
 constexpr size_t kMaxCachedPlans = 4096;
 
-Plan cached_plan(const Problem& problem, const Variant& variant, Precision precision) {
+std::shared_ptr<const Plan> cached_plan(const Problem& problem, const Variant& variant, Precision precision) {
   static std::mutex mutex;
-  static std::unordered_map<PlanKey, Plan, PlanKeyHash> plans;
+  static std::unordered_map<PlanKey, std::shared_ptr<const Plan>, PlanKeyHash> plans;
   const PlanKey key = plan_key(problem, variant, precision);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
   }
-  const Plan p = make_plan(problem, variant, precision, true);
+  auto p = std::make_shared<const Plan>(make_plan(problem, variant, precision, true));
   std::lock_guard<std::mutex> lock(mutex);
   if (plans.size() >= kMaxCachedPlans) plans.clear();
   plans.emplace(key, p);
@@ -277,8 +278,8 @@ Problem problem_of(const at::Tensor& A, const at::Tensor& B, bool d_vec4) {
                  A.get_device()};
 }
 
-Plan plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies) {
-  return allow_copies ? cached_plan(problem, variant, precision) : make_plan(problem, variant, precision, false);
+std::shared_ptr<const Plan> plan(const Problem& problem, const Variant& variant, Precision precision) {
+  return cached_plan(problem, variant, precision);
 }
 
 namespace {
@@ -327,6 +328,8 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
     return out;
   }
   if (auto_select) out.predicted_ns = allow_copies ? plan_copies(problem, out) : model_best_ns(out.key);
+  if (out.copy_a.made || out.copy_b.made)
+    out.without_copies = std::make_shared<const Plan>(make_plan(problem, variant, precision, false));
 
   std::optional<int> only_config;
   if (const auto* fixed = std::get_if<FixedConfig>(&variant)) only_config = fixed->config;

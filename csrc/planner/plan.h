@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -93,15 +94,19 @@ struct Plan {
   // (kernel_rules.h, hands_to_torch); the strict ops run this plan. Never set on a tuned or
   // autotune-pending plan: a measurement, not the rule, decides those.
   Reason torch_faster;
+  // A plan with operand copies carries the same product planned without them: what
+  // execution runs where the copies cannot be allocated (execute.h). Null where no copy
+  // is planned.
+  std::shared_ptr<const Plan> without_copies;
 };
 
 // precision: what the call computes in, already resolved and checked against the variant
 // and the device (planner/kernel_rules.h): Ieee plans the SIMT kernels; Tf32x3 with a named
 // row plans that row, and with the auto variant the row predicted fastest wherever 3xTF32
 // is as accurate as IEEE fp32 and predicted faster than the IEEE plan, the IEEE plan
-// elsewhere (Plan::tf32x3_declined says why). allow_copies = false plans
-// for the operands as they are (execution's fallback when the copies cannot be allocated).
-Plan plan(const Problem& problem, const Variant& variant, Precision precision, bool allow_copies = true);
+// elsewhere (Plan::tf32x3_declined says why). Plans are kept per key (everything they
+// depend on), so a repeated problem costs one lookup and shares the plan made first.
+std::shared_ptr<const Plan> plan(const Problem& problem, const Variant& variant, Precision precision);
 
 // "tiled_128x128x8_t816 split-k 3, copy of A (column-major) B", "tf32x3_128x64_mma
 // split-k 8", "gemv", "vectorized", "empty product".

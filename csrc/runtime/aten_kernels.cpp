@@ -34,7 +34,7 @@ std::optional<double> real(const c10::Scalar& s) {
 // alpha * A @ B + beta * C into a new tensor on the library's kernels, or none.
 std::optional<at::Tensor> product(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
                                   double alpha, double beta) {
-  const std::optional<Plan> p = lenient_plan(A, B, C, aten_override_request());
+  const std::shared_ptr<const Plan> p = lenient_plan(A, B, C, aten_override_request());
   if (!p) return std::nullopt;
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
   const c10::cuda::CUDAGuard guard(A.device());
@@ -51,7 +51,7 @@ bool product_into(at::Tensor& out, const at::Tensor& A, const at::Tensor& B, con
                   double alpha, double beta) {
   if (out.scalar_type() != at::kFloat || out.device() != A.device()) return false;
   const PrecisionRequest request = aten_override_request();  // the switch read once
-  std::optional<Plan> p = lenient_plan(A, B, C, request);
+  std::shared_ptr<const Plan> p = lenient_plan(A, B, C, request);
   if (!p) return false;
   const std::vector<int64_t> sizes = shape_of(A, B).out_sizes();
   at::native::resize_output(out, sizes);
@@ -70,7 +70,7 @@ bool product_into(at::Tensor& out, const at::Tensor& A, const at::Tensor& B, con
   std::optional<at::Tensor> Ct;
   if (C) Ct = C->expand(sizes).transpose(-1, -2);  // broadcastable: the rules above checked it
   if (!writable_output(Dt, At, Bt, C)) return false;
-  const std::optional<Plan> t = lenient_plan(At, Bt, Ct, request, rows_aligned(Dt));
+  const std::shared_ptr<const Plan> t = lenient_plan(At, Bt, Ct, request, rows_aligned(Dt));
   if (!t) return false;
   execute(*t, Dt, At, Bt, Ct, alpha, beta);
   return true;

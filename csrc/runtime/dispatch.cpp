@@ -29,15 +29,14 @@ namespace {
 void run(const at::Tensor& D, const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
          double alpha, double beta, const Request& request) {
   const c10::cuda::CUDAGuard guard(A.device());
-  const Plan p = plan(problem_of(A, B, rows_aligned(D)), request.variant, request.precision);
-  execute(p, D, A, B, C, alpha, beta);
+  const std::shared_ptr<const Plan> p = plan(problem_of(A, B, rows_aligned(D)), request.variant, request.precision);
+  execute(*p, D, A, B, C, alpha, beta);
 }
 
 at::Tensor sgemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                       double beta, c10::string_view variant, c10::string_view precision) {
   const PrecisionRequest asked = parse_precision(precision);  // a misspelt one raises first
-  Reason r = contract_violation(A, B, C);
-  if (!r && !A.is_cuda()) r = "not on a CUDA device (" + A.device().str() + ")";
+  Reason r = device_independent_violation(A, B, C);
   Reason unknown;
   const std::optional<Request> request = parse_request(std::string(variant), asked, &unknown);
   if (!r) r = request ? request_violation(A, B, nullptr, *request) : unknown;
@@ -66,8 +65,8 @@ void sgemm_inplace_cuda(at::Tensor& C, const at::Tensor& A, const at::Tensor& B,
 }
 
 // The plan of A @ B as the out-of-place ops make it: D freshly allocated, dense.
-Plan plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant, Precision precision,
-             std::optional<bool> d_rows_aligned = std::nullopt) {
+std::shared_ptr<const Plan> plan_of(const at::Tensor& A, const at::Tensor& B, const Variant& variant,
+                                    Precision precision, std::optional<bool> d_rows_aligned = std::nullopt) {
   const c10::cuda::CUDAGuard guard(A.device());
   return plan(problem_of(A, B, d_rows_aligned.value_or(shape_of(A, B).n % 4 == 0)), variant, precision);
 }
@@ -78,12 +77,11 @@ bool rows_aligned(const at::Tensor& D) {
   return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
 }
 
-std::optional<Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                                 PrecisionRequest request, std::optional<bool> d_rows_aligned) {
-  // With variant "auto" and IEEE asked for, no precision rule applies: the rest decide.
-  if (fallback_reason(A, B, C, "auto", "ieee")) return std::nullopt;
-  Plan p = plan_of(A, B, AutoSelect{}, lenient_precision(A.get_device(), request), d_rows_aligned);
-  if (hands_to_torch(p)) return std::nullopt;
+std::shared_ptr<const Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
+                                         PrecisionRequest request, std::optional<bool> d_rows_aligned) {
+  if (auto_ieee_violation(A, B, C)) return nullptr;
+  std::shared_ptr<const Plan> p = plan_of(A, B, AutoSelect{}, lenient_precision(A.get_device(), request), d_rows_aligned);
+  if (hands_to_torch(*p)) return nullptr;
   return p;
 }
 
@@ -93,7 +91,7 @@ namespace {
 // otherwise exactly what torch.addmm / torch.baddbmm compute.
 at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                      double beta, c10::string_view precision) {
-  const std::optional<Plan> p = lenient_plan(A, B, C, parse_precision(precision));
+  const std::shared_ptr<const Plan> p = lenient_plan(A, B, C, parse_precision(precision));
   if (!p) return gemm_reference(A, B, C, alpha, beta);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
   const c10::cuda::CUDAGuard guard(A.device());
@@ -186,7 +184,7 @@ PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::op
   // changes only what this summary says, never what a call runs.
   const Precision served =
       lenient ? lenient_precision(A.get_device(), request, &why_ieee) : effective_precision(variant, request);
-  return summary_of(plan_of(A, B, *parse_variant(variant), served), lenient, served, why_ieee);
+  return summary_of(*plan_of(A, B, *parse_variant(variant), served), lenient, served, why_ieee);
 }
 
 DeviceFacts current_device_facts() { return query_device_facts(c10::cuda::current_device()); }
@@ -212,7 +210,7 @@ PlanSummary recorded_plan_summary(int device, int64_t batch, int64_t m, int64_t 
                         a_vec4, b_vec4, false, false, n % 4 == 0, device};
   Reason why_ieee;
   const Precision served = lenient_precision(device, parse_precision(precision), &why_ieee);
-  return summary_of(plan(problem, AutoSelect{}, served), true, served, why_ieee);
+  return summary_of(*plan(problem, AutoSelect{}, served), true, served, why_ieee);
 }
 
 std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std::string& variant,
@@ -222,9 +220,9 @@ std::string selected_kernel(const at::Tensor& A, const at::Tensor& B, const std:
 
 // The tuning cache holds the IEEE kernels' choices only; 3xTF32 is planned by rule.
 std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
-  const Reason reason = fallback_reason(A, B, std::nullopt, "auto", "ieee");
+  const Reason reason = auto_ieee_violation(A, B, std::nullopt);
   TORCH_CHECK(!reason, "vecgemm: A @ B falls back (", reason.value_or(""), "), so it has no tuning key");
-  return plan_of(A, B, AutoSelect{}, Precision::Ieee).key.str();
+  return plan_of(A, B, AutoSelect{}, Precision::Ieee)->key.str();
 }
 
 int resident_blocks(const std::string& config) {

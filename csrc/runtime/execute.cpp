@@ -155,18 +155,20 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
   }
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
 
-  Plan plan = planned;
+  const Plan* chosen = &planned;
   at::Tensor a = A, b = B;
-  if (plan.copy_a.made || plan.copy_b.made) {
+  if (planned.copy_a.made || planned.copy_b.made) {
     try {
-      if (plan.copy_a.made) a = padded_copy(A, -1, plan.key.k, plan.copy_a.order);
-      if (plan.copy_b.made) b = padded_copy(B, -2, plan.key.k, plan.copy_b.order);
+      if (planned.copy_a.made) a = padded_copy(A, -1, planned.key.k, planned.copy_a.order);
+      if (planned.copy_b.made) b = padded_copy(B, -2, planned.key.k, planned.copy_b.order);
     } catch (const c10::OutOfMemoryError&) {
       // Both or neither, since a padded K must be the same in A and B.
       a = A, b = B;
-      plan = vecgemm::plan(problem_of(A, B, plan.key.out_vec4), AutoSelect{}, Precision::Ieee, /*allow_copies=*/false);
+      chosen = planned.without_copies.get();
+      TORCH_INTERNAL_ASSERT(chosen != nullptr, "vecgemm: a plan with copies has no plan without them");
     }
   }
+  const Plan& plan = *chosen;
 
   GemmParams p = operand_params(a, b, alpha);
   p.d = D.data_ptr<float>();

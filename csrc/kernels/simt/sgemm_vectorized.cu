@@ -16,13 +16,13 @@ void launch_vectorized(const GemmParams& p, cudaStream_t stream) {
   constexpr int kMaxGridYZ = kMaxGridZ;
   const dim3 block((BM * BN) / (TM * TN));
   for (int b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
-    const int batch = std::min(kMaxGridYZ, p.batch - b0);
-    for (int64_t m0 = 0; m0 < p.m; m0 += int64_t(kMaxGridYZ) * BM) {
-      const int rows = int(std::min<int64_t>(int64_t(kMaxGridYZ) * BM, p.m - m0));
-      const dim3 grid(p.n / BN, rows / BM, batch);
+    const GemmParams q = batch_slice(p, b0, std::min(kMaxGridYZ, p.batch - b0));
+    for (int64_t m0 = 0; m0 < q.m; m0 += int64_t(kMaxGridYZ) * BM) {
+      const int rows = int(std::min<int64_t>(int64_t(kMaxGridYZ) * BM, q.m - m0));
+      const dim3 grid(q.n / BN, rows / BM, q.batch);
       sgemm_vectorized<BM, BN, BK, TM, TN><<<grid, block, 0, stream>>>(
-          rows, p.n, p.k, p.alpha, p.a.ptr + b0 * p.a.batch_stride + m0 * p.k, p.b.ptr + b0 * p.b.batch_stride,
-          p.beta, p.d + b0 * p.d_batch_stride + m0 * p.n, p.a.batch_stride, p.b.batch_stride, p.d_batch_stride);
+          rows, q.n, q.k, q.alpha, q.a.ptr + m0 * q.k, q.b.ptr, q.beta, q.d + m0 * q.n, q.a.batch_stride,
+          q.b.batch_stride, q.d_batch_stride);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   }
