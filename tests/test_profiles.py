@@ -88,6 +88,7 @@ def _set(path, value):
 @pytest.mark.parametrize("change, message", [
     (_set(("rates", "launch_ns"), None), "has no figure 'launch_ns'"),
     (_set(("rates", "bytes_per_ns"), -1.0), "bytes_per_ns must be a positive number"),
+    (_set(("costs", "tf32x3_model_slack"), None), "has no figure 'tf32x3_model_slack'"),
     (_set(("costs", "stream_k_cots"), 1.05), "'stream_k_cots' that this build does not know"),
     (_set(("kernel_percent", "tiled_999x1x1"), [90, 90, 90, 90]), "no kernel config 'tiled_999x1x1'"),
     (_set(("kernel_percent", "tiled_128x128x8"), [95, 92, 91]), "one percentage for each storage order"),

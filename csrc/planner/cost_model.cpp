@@ -232,6 +232,11 @@ double model_best_ns(const ProblemKey& key) {
   return g_best_ns[name] = ns;
 }
 
+double tf32x3_weighed_ns(const Tf32x3Estimate& estimate, int device) {
+  const DeviceProfile& profile = profile_of(device);
+  return estimate.ns * profile.tf32x3_model_slack + profile.tf32x3_fixed_ns;
+}
+
 double copy_ns(int64_t elements, int device) {
   const DeviceProfile& profile = profile_of(device);
   return 8.0 * double(elements) / profile.bytes_per_ns + profile.launch_ns;

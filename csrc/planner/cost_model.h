@@ -72,6 +72,9 @@ double model_best_ns(const ProblemKey& key);
 // The waves model's best split of a 3xTF32 row for the key (fewer splits on a tie). The
 // caller has checked that the row runs on the device and takes the problem.
 Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row);
+// A 3xTF32 estimate as the planner weighs it against the SIMT model's time for the IEEE
+// plan: the waves model's ns with the device profile's slack for what it underprices.
+double tf32x3_weighed_ns(const Tf32x3Estimate& estimate, int device);
 // The model's time for one pass copying `elements` floats into new storage.
 double copy_ns(int64_t elements, int device);
 

@@ -45,6 +45,8 @@ constexpr ScalarField kScalarFields[] = {
     {"scalar_output_few_warps", &DeviceProfile::scalar_output_few_warps},
     {"stream_k_cost", &DeviceProfile::stream_k_cost},
     {"one_warp_throughput", &DeviceProfile::one_warp_throughput},
+    {"tf32x3_model_slack", &DeviceProfile::tf32x3_model_slack},
+    {"tf32x3_fixed_ns", &DeviceProfile::tf32x3_fixed_ns},
 };
 constexpr const char* kIntegerScalars[] = {"warps_to_hide_scalar_output", "unmeasured_scalar_load_percent"};
 constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "kernel_split_ns"};

@@ -59,6 +59,11 @@ struct DeviceProfile {
   double tf32x3_k_tile_ns[kNumTf32x3Rows];
   double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
   double tf32x3_kernel_split_ns[kNumTf32x3Rows];
+  // The waves model prices full waves of long-K blocks well and the rest low (short K, one
+  // wave, the split passes): 3xTF32 is taken only where the IEEE plan's time is above its
+  // estimate times tf32x3_model_slack plus tf32x3_fixed_ns (tf32x3_weighed_ns, cost_model.h).
+  double tf32x3_model_slack;
+  double tf32x3_fixed_ns;
   // Where the lenient op's IEEE plan is handed to torch.matmul instead (cost_model.h,
   // torch_handoff_log_ratio): a least-squares fit of log(our time / torch.matmul's) on the
   // plan's own figures, measured on this kind of GPU (benchmarks/probes/torch_handoff_fit.py).

@@ -136,15 +136,11 @@ std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key) {
 //    split (or over gemv's chains per output), and kTf32x3MinSum leaves room for cuBLAS splitting up to ~3x more than ours
 //    (measured on the H200: docs/history.md, step 46).
 //  - Speed. The 3xTF32 row's waves model against the SIMT cost model's time for the IEEE
-//    plan (its copies and split included), both with their launches. The waves model prices
-//    a full wave of long-K blocks well and underprices the rest (short K, one wave, the
-//    split passes): on the random sweep the kernels took 1.0-2.0x its prediction, so
-//    3xTF32 must be predicted faster after kTf32x3ModelSlack and kTf32x3FixedNs.
+//    plan (its copies and split included), both with their launches, the waves model's
+//    with the device profile's slack for what it underprices (tf32x3_weighed_ns).
 constexpr int64_t kTf32x3MinSum = 512;
 // gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
 constexpr int kGemvChainsPerOutput = 128;
-constexpr double kTf32x3ModelSlack = 1.6;
-constexpr double kTf32x3FixedNs = 8000.0;
 
 std::string microseconds(double ns) {
   char text[32];
@@ -159,7 +155,7 @@ Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Estimate& choice, cons
     return "3xTF32 would be less accurate: fp32 sums " + std::to_string(sum) + " products here, and below " +
            std::to_string(kTf32x3MinSum) + " its error is under 3xTF32's floor";
   // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
-  if (ieee.predicted_ns < choice.ns * kTf32x3ModelSlack + kTf32x3FixedNs)
+  if (ieee.predicted_ns < tf32x3_weighed_ns(choice, key.device))
     return "3xTF32 is not predicted faster: " + microseconds(choice.ns) + " on " + kTf32x3Rows[choice.tiling.row].name +
            " against " + microseconds(ieee.predicted_ns) + " in fp32";
   return std::nullopt;
