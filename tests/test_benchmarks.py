@@ -347,3 +347,13 @@ def test_precision_run_on_the_gpu(tmp_path):
     tf32 = [r for r in data["errors"] if r["path"] == TF32]
     assert all(r["rel_fro"] > 1e-5 for r in tf32)  # the other precision shows as one
     assert torch.backends.cuda.matmul.allow_tf32 == tf32_before  # restored
+
+
+def test_mma_tf32_share_carries_a_share_to_another_gpu():
+    from benchmarks.probes.mma_tf32_share import predicted_ratio
+
+    # A GPU whose TF32 peak is three times its fp32 peak: a 3xTF32 row at the whole TF32
+    # peak matches SGEMM at the whole fp32 peak, and the ratio follows share and efficiency.
+    assert predicted_ratio(1.0, 60.0, 20.0, 1.0) == pytest.approx(1.0)
+    assert predicted_ratio(0.5, 60.0, 20.0, 1.0) == pytest.approx(0.5)
+    assert predicted_ratio(0.5, 60.0, 20.0, 0.5) == pytest.approx(1.0)
