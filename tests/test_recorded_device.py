@@ -92,13 +92,14 @@ def test_the_profile_follows_capability_and_sm_count(h200_like):
     # slower there than on the H200, beyond the SM counts' 132 / 108.
     a100 = _testing.add_recorded_device(facts(80, 108))
     assert plan(a100, 4096, 4096, 4096)["predicted_us"] > 2 * plan(h200_like, 4096, 4096, 4096)["predicted_us"]
-    # Its 3xTF32 figures are its own too: mma.sync priced for an A100-class SM's clock, about
-    # 2x the SIMT kernels there (CUTLASS reports ~2.5x SGEMM on an A100), not the 3x that the
-    # H200's figures would give against the A100's FMA rate.
+    # Its 3xTF32 figures are its own too: mma.sync priced for an A100-class SM's clock and
+    # TF32 rate, about 1.8x the SIMT kernels there (what benchmarks/probes/mma_tf32_share.py
+    # predicts from the H200's share of its mma.sync peak), not the 3x that the H200's figures
+    # would give against the A100's FMA rate.
     ampere = _testing.add_recorded_device(facts(80, 108, {WGMMA: "needs sm_90a"}))
     ieee, tf32x3 = plan(ampere, 4096, 4096, 4096), plan(ampere, 4096, 4096, 4096, precision="3xtf32")
     assert tf32x3["kernel"].endswith("_mma")
-    assert 1.8 < ieee["predicted_us"] / tf32x3["predicted_us"] < 2.6
+    assert 1.6 < ieee["predicted_us"] / tf32x3["predicted_us"] < 2.1
 
 
 def _handoff_device(name, configs):
