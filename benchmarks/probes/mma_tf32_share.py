@@ -27,7 +27,7 @@ import sys
 import torch
 
 import torch_vecgemm
-from benchmarks.common import machine_info, make_operands, time_ms
+from benchmarks.common import machine_info, make_operands, tf32_allowed, time_ms
 
 # Datasheet figures of the GPU the share is carried to: (name, dense TF32 TFLOP/s, fp32 TFLOP/s).
 TARGETS = [("A100 SXM", 156.0, 19.5)]
@@ -101,15 +101,14 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("the probe times the tensor cores and there is no GPU here")
-    info = machine_info()  # the fp32 peak at the GPU's top clock (nvidia-smi's)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    peak = measured_peak_tflops(peak_kernel(), sms)
+    info = machine_info()  # SMs, and the fp32 peak at the GPU's top clock (nvidia-smi's)
+    peak = measured_peak_tflops(peak_kernel(), info["sms"])
     print(f"{info['gpu']}: mma.sync m16n8k8 TF32 peak, measured: {peak:.1f} TFLOP/s")
     n = args.size
     A, B = make_operands(n, n, n, "rr", "cuda", seed=n)
     flops = 2.0 * n * n * n
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch_tflops = flops / (time_ms(lambda: torch.matmul(A, B)) * 1e-3) / 1e12
+    with tf32_allowed(False):
+        torch_tflops = flops / (time_ms(lambda: torch.matmul(A, B)) * 1e-3) / 1e12
     efficiency = torch_tflops / info["fp32_peak_tflops"]
     print(f"torch.matmul fp32 at {n}^3: {torch_tflops:.1f} TFLOP/s, {efficiency:.0%} of the fp32 peak "
           f"({info['fp32_peak_tflops']:.1f} TFLOP/s at {info['max_sm_clock_ghz']:.2f} GHz)")
