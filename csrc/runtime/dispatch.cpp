@@ -2,10 +2,6 @@
 // (rules.h, planner/kernel_rules.h), then a plan (plan.h: pure), then its execution
 // (execute.h) on the current stream under a device guard.
 #include <ATen/ATen.h>
-#include <ATen/ops/addmm_cuda_dispatch.h>
-#include <ATen/ops/baddbmm_cuda_dispatch.h>
-#include <ATen/ops/bmm_cuda_dispatch.h>
-#include <ATen/ops/mm_cuda_dispatch.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
@@ -82,36 +78,20 @@ bool rows_aligned(const at::Tensor& D) {
 }
 
 std::shared_ptr<const Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                                         PrecisionRequest request, std::optional<bool> d_rows_aligned, bool* handed) {
+                                         PrecisionRequest request, std::optional<bool> d_rows_aligned) {
   if (auto_ieee_violation(A, B, C)) return nullptr;
   std::shared_ptr<const Plan> p = plan_of(A, B, AutoSelect{}, lenient_precision(A.get_device(), request), d_rows_aligned);
-  if (!hands_to_torch(*p)) return p;
-  if (handed) *handed = true;
-  return nullptr;
+  if (hands_to_torch(*p)) return nullptr;
+  return p;
 }
 
 namespace {
-
-// gemm_reference's product on torch's own CUDA kernels, called directly: for a product the
-// rules passed (float32, one CUDA device) and the planner handed to torch. The lenient op
-// is at the CUDA key already, so this skips a second pass through the dispatcher (and, with
-// the whole-program switch on, its override of aten's products planning the call again).
-at::Tensor torch_cuda_product(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                              double alpha, double beta) {
-  const bool batched = A.dim() == 3;
-  if (C.has_value()) return batched ? at::cuda::baddbmm(*C, A, B, beta, alpha) : at::cuda::addmm(*C, A, B, beta, alpha);
-  at::Tensor out = batched ? at::cuda::bmm(A, B) : at::cuda::mm(A, B);
-  if (alpha != 1.0) out.mul_(alpha);
-  return out;
-}
 
 // The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
 // otherwise exactly what torch.addmm / torch.baddbmm compute.
 at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                      double beta, c10::string_view precision) {
-  bool handed = false;
-  const std::shared_ptr<const Plan> p = lenient_plan(A, B, C, parse_precision(precision), std::nullopt, &handed);
-  if (handed) return torch_cuda_product(A, B, C, alpha, beta);
+  const std::shared_ptr<const Plan> p = lenient_plan(A, B, C, parse_precision(precision));
   if (!p) return gemm_reference(A, B, C, alpha, beta);
   at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
   const c10::cuda::CUDAGuard guard(A.device());
