@@ -34,7 +34,8 @@
 // is zero, and the two small MMAs (products of 11 x 11 bits, 2^-11 of the big ones) are
 // then truncated relative to their own size, ~2^-11 of the tile sum: 10 full-size
 // truncations a tile instead of 12. All small terms of a tile first (4 instead of 12)
-// would load every fragment twice and split A and B twice: +100% LDS, +40% split ALU.
+// would load every fragment twice and split A and B twice: +100% LDS, +40% split ALU
+// (the wgmma kernel, which reads split parts from shared memory, orders them so).
 //
 // What the kernel computes (Tf32x3Shape: block and warp tiles, stages) is apart from how
 // (the loaders, the fragment loads and the passes below):

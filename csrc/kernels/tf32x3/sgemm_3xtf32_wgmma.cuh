@@ -31,9 +31,14 @@
 //     box [2][rows][32] that lands both parts, or [rows][32] of fp32 into the big part's
 //     place), one producer warpgroup (one thread issues the TMA, three warps split the fp32
 //     tiles) and two consumer warpgroups of 64 x 128 (m64n128k8). Per K tile a consumer
-//     issues 12 wgmma (4 K steps x a_small b_big, a_big b_small, a_big b_big, as the
-//     mma.sync kernel orders them) into a short accumulator whose first wgmma has
-//     scale-d = 0 (the restart costs nothing), waits for them (wait_group 0), frees the
+//     issues 12 wgmma into a short accumulator whose first wgmma has scale-d = 0 (the
+//     restart costs nothing): the 8 small terms of its 4 K steps (a_small b_big, a_big
+//     b_small) first, then the 4 big ones (a_big b_big). Order: each wgmma's sum is
+//     truncated relative to the accumulator (sgemm_3xtf32.cuh, "Accumulation"), and while
+//     it holds small terms only it is ~2^-11 of the tile sum, so 4 wgmma a tile truncate
+//     at the tile sum's size where the mma.sync kernel's order (by K step, each step's
+//     fragments split in registers once) has 10. The parts sit in shared memory here, so
+//     the order costs no instruction. It then waits for them (wait_group 0), frees the
 //     stage and adds the short accumulator into the tile sum with 64 FADDs. The wait
 //     leaves its warpgroup idle for the FADDs, but the other consumer's 12 wgmma (~770
 //     clocks of tensor work) are queued by then: the two warpgroups alternate on the
@@ -377,12 +382,17 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint32_t b_small = b_big + BN * 128;
       fence_operand(acc);
       wgmma_fence();  // acc was last read by the FADDs below
+      // The tile's small terms first, then its big ones: the header's "Order".
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         const uint32_t o = 32 * ks;
         if (ks == 0) wgmma_m64n128k8<false>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
         else wgmma_m64n128k8<true>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
         wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_small + o));
+      }
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        const uint32_t o = 32 * ks;
         wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_big + o));
       }
       wgmma_commit();
