@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <unordered_map>
@@ -113,32 +114,42 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
   return choices[name] = candidates.front().second;
 }
 
-// The row and split predicted fastest among the rows that run on the device and take the
-// problem (earlier rows on a tie); none where no row runs.
-std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key) {
+// The row and split predicted fastest among the rows that run on the device, take the
+// problem and are at least as accurate as fp32 summing `fp32_sum` products (earlier rows on
+// a tie); none where no row qualifies.
+std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key, int64_t fp32_sum) {
   std::optional<Tf32x3Estimate> best;
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    if (tf32x3_violation(r, key.device) || (kTf32x3Rows[r].refuses && kTf32x3Rows[r].refuses(key))) continue;
+    const Tf32x3Row& row = kTf32x3Rows[r];
+    if (tf32x3_violation(r, key.device) || (row.refuses && row.refuses(key)) || fp32_sum < row.min_fp32_sum) continue;
     const Tf32x3Estimate c = tf32x3_cheapest_split(key, r);
     if (!best || c.ns < best->ns) best = c;
   }
   return best;
 }
 
+// The shortest floor among the rows that run on the device and take the problem.
+int64_t tf32x3_lowest_floor(const ProblemKey& key) {
+  int64_t lowest = std::numeric_limits<int64_t>::max();
+  for (int r = 0; r < kNumTf32x3Rows; ++r) {
+    const Tf32x3Row& row = kTf32x3Rows[r];
+    if (!tf32x3_violation(r, key.device) && !(row.refuses && row.refuses(key)))
+      lowest = std::min<int64_t>(lowest, row.min_fp32_sum);
+  }
+  return lowest;
+}
+
 // Where precision 3xTF32 with the auto variant runs IEEE fp32 instead: 3xTF32 must not make
 // a product less accurate or slower than fp32 would be (docs/design.md, "Precision").
-//  - Accuracy. The split carries 21-22 of an fp32 value's 24 significand bits, so each
-//    product is off by up to ~3 x 2^-22 of |a b| before any sum: an error floor of 4-5 u
-//    (u = 2^-24; relative Frobenius, randn operands) whatever K is. fp32's error grows with
-//    the length L of each FFMA chain, ~0.3 u sqrt(L), so it undercuts the floor on short
-//    sums: 3xTF32 stays within 1.25x of fp32's error from L of ~180 on. fp32 plans split a
-//    deep K over few output tiles (ours and cuBLAS's alike), so L is K over the IEEE plan's
-//    split (or over gemv's chains per output), and kTf32x3MinSum leaves room for cuBLAS splitting up to ~3x more than ours
-//    (measured on the H200: docs/history.md, step 46).
-//  - Speed. The 3xTF32 row's waves model against the SIMT cost model's time for the IEEE
-//    plan (its copies and split included), both with their launches, the waves model's
-//    with the device profile's slack for what it underprices (tf32x3_weighed_ns).
-constexpr int64_t kTf32x3MinSum = 512;
+//  - Accuracy. 3xTF32's error has a floor whatever K is, fp32's grows with the length L of
+//    each FFMA chain, ~0.3 u sqrt(L), so it undercuts the floor on short sums; each row
+//    says from which L on it is the more accurate (Tf32x3Row::min_fp32_sum), and only those
+//    rows are candidates. fp32 plans split a deep K over few output tiles (ours and
+//    cuBLAS's alike), so L is K over the IEEE plan's split (or over gemv's chains per
+//    output), and the rows' figures leave room for cuBLAS splitting more than ours.
+//  - Speed. The fastest such row's waves model against the SIMT cost model's time for the
+//    IEEE plan (its copies and split included), both with their launches, the waves
+//    model's with the device profile's slack for what it underprices (tf32x3_weighed_ns).
 // gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
 constexpr int kGemvChainsPerOutput = 128;
 
@@ -148,15 +159,21 @@ std::string microseconds(double ns) {
   return text;
 }
 
-Reason tf32x3_declined(const ProblemKey& key, const Tf32x3Estimate& choice, const Plan& ieee) {
+// The length of each fp32 chain of the IEEE plan.
+int64_t fp32_sum_of(const ProblemKey& key, const Plan& ieee) {
   const int chains = ieee.family == Family::Gemv ? kGemvChainsPerOutput : std::max(1, ieee.tiling.splits);
-  const int64_t sum = ceil_div(key.k, chains);
-  if (sum < kTf32x3MinSum)
-    return "3xTF32 would be less accurate: fp32 sums " + std::to_string(sum) + " products here, and below " +
-           std::to_string(kTf32x3MinSum) + " its error is under 3xTF32's floor";
+  return ceil_div(key.k, chains);
+}
+
+// Why the auto plan runs `ieee` rather than 3xTF32, or none; `choice`: the fastest row as
+// accurate as `ieee` (tf32x3_choice), none where no row is.
+Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate>& choice, const Plan& ieee) {
+  if (!choice)
+    return "3xTF32 would be less accurate: fp32 sums " + std::to_string(fp32_sum_of(key, ieee)) +
+           " products here, and below " + std::to_string(tf32x3_lowest_floor(key)) + " its error is under 3xTF32's floor";
   // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
-  if (ieee.predicted_ns < tf32x3_weighed_ns(choice, key.device))
-    return "3xTF32 is not predicted faster: " + microseconds(choice.ns) + " on " + kTf32x3Rows[choice.tiling.row].name +
+  if (ieee.predicted_ns < tf32x3_weighed_ns(*choice, key.device))
+    return "3xTF32 is not predicted faster: " + microseconds(choice->ns) + " on " + kTf32x3Rows[choice->tiling.row].name +
            " against " + microseconds(ieee.predicted_ns) + " in fp32";
   return std::nullopt;
 }
@@ -299,13 +316,16 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   // its checked loop a ragged K at full width, so a copy would buy little (docs/design.md).
   const auto* fixed_row = std::get_if<FixedTf32x3>(&variant);
   if (fixed_row || (auto_select && precision == Precision::Tf32x3)) {
-    const std::optional<Tf32x3Estimate> choice =
-        fixed_row ? std::optional(tf32x3_cheapest_split(out.key, fixed_row->row)) : tf32x3_choice(out.key);
-    TORCH_INTERNAL_ASSERT(choice, "vecgemm: 3xTF32 planned where the rules refuse it: ",
+    TORCH_INTERNAL_ASSERT(fixed_row || tf32x3_lowest_floor(out.key) != std::numeric_limits<int64_t>::max(),
+                          "vecgemm: 3xTF32 planned where the rules refuse it: ",
                           tf32x3_row_for(problem.device).reason.value_or(""));
-    if (!fixed_row) {
+    std::optional<Tf32x3Estimate> choice;
+    if (fixed_row) {
+      choice = tf32x3_cheapest_split(out.key, fixed_row->row);
+    } else {
       Plan ieee = make_plan(problem, variant, Precision::Ieee, allow_copies);
-      if (Reason why = tf32x3_declined(out.key, *choice, ieee)) {
+      choice = tf32x3_choice(out.key, fp32_sum_of(out.key, ieee));
+      if (Reason why = tf32x3_declined(out.key, choice, ieee)) {
         ieee.tf32x3_declined = std::move(why);
         return ieee;
       }

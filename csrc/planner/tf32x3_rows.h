@@ -46,6 +46,11 @@ struct Tf32x3Row {
   // Why the kernel does not take a problem (storage orders, alignment, extents), or none
   // where it takes every problem.
   Reason (*refuses)(const ProblemKey& key);
+  // The shortest fp32 sum (products a chain of FFMAs) whose error the kernel's stays
+  // within: its error has a floor whatever K is (the split's representation and the tensor
+  // core's truncation, sgemm_3xtf32.cuh "Accumulation"), fp32's grows as ~0.3 u sqrt(sum),
+  // and below this fp32 is the more accurate (plan.cpp, tf32x3_declined).
+  int min_fp32_sum;
 };
 
 namespace tf32x3_mma_row {
@@ -90,22 +95,29 @@ Reason refuses_few_columns(const ProblemKey& key);
 // narrow-side kernel last: only for row-major A and column-major B, 16-byte aligned, with
 // M (few rows) or N (few columns) at most kSkinnyMaxNarrow, where it reads the wide
 // operand once at memory's pace instead of computing 64- or 128-row tiles of padding.
+// The floors (relative Frobenius, randn, u = 2^-24; measured on the H200 beside cuBLAS's
+// error on the random sweep's problems, benchmarks/probes/precision_choice.py): the mma.sync
+// kernels' 4.2-5.2 u (docs/history.md, step 46), where 3xTF32 needs fp32 sums of 512
+// products, room for cuBLAS splitting up to ~3x more than the IEEE plan; the wgmma kernel's
+// 2.2-2.7 u up to K = 4096 (4 of a K tile's 12 wgmma truncate at the tile sum's size,
+// sgemm_3xtf32_wgmma.cuh), within torch.matmul's error on every problem of seed 0 whose
+// IEEE plan sums 96 products or more (at most 0.94x; 1.33x at 92), so 128.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
-     &sgemm_3xtf32_wgmma_available, nullptr},
+     &sgemm_3xtf32_wgmma_available, nullptr, 128},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
-     &tf32x3_skinny_row::refuses_few_rows},
+     &tf32x3_skinny_row::refuses_few_rows, 512},
     {"tf32x3_few_cols_mma", 80, 0, kSkinnyBlockK, kSkinnyFewColumns, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
-     &tf32x3_skinny_row::refuses_few_columns},
+     &tf32x3_skinny_row::refuses_few_columns, 512},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);
 
