@@ -357,3 +357,17 @@ def test_mma_tf32_share_carries_a_share_to_another_gpu():
     assert predicted_ratio(1.0, 60.0, 20.0, 1.0) == pytest.approx(1.0)
     assert predicted_ratio(0.5, 60.0, 20.0, 1.0) == pytest.approx(0.5)
     assert predicted_ratio(0.5, 60.0, 20.0, 0.5) == pytest.approx(1.0)
+
+
+def test_tf32x3_error_floor_finds_where_a_row_stays_within_cublas():
+    from benchmarks.probes.tf32x3_error_floor import CUBLAS, crossover
+
+    # A floor of 2 u against fp32's error growing with K: within from K = 64 on, not a
+    # dip below cuBLAS at 16 followed by a rise above it at 32.
+    by_k = {16: {CUBLAS: 2.5, "row": 2.0}, 32: {CUBLAS: 1.5, "row": 2.0}, 64: {CUBLAS: 2.1, "row": 2.0},
+            128: {CUBLAS: 3.0, "row": 2.1}, 256: {CUBLAS: 4.0, "row": 2.2}}
+    assert crossover(by_k, "row") == 64
+    # Above cuBLAS at the deepest K measured: no crossover; a row that does not take a K
+    # is judged on the others.
+    assert crossover({16: {CUBLAS: 1.0, "row": 2.0}, 32: {CUBLAS: 1.0, "row": 2.5}}, "row") is None
+    assert crossover({16: {CUBLAS: 3.0, "row": 2.0}, 32: {CUBLAS: 3.0}}, "row") == 16
