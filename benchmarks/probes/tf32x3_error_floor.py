@@ -27,6 +27,7 @@ import torch
 
 import torch_vecgemm
 from benchmarks.common import machine_info, tf32_allowed
+from benchmarks.sweep import relative_error
 
 U = 2.0 ** -24
 DISTRIBUTIONS = ("randn", "uniform")  # uniform on [0, 1): sums of one sign, truncation's worst case
@@ -38,10 +39,6 @@ def operand(distribution, rows, cols, generator):
     if distribution == "randn":
         return torch.randn(rows, cols, device="cuda", generator=generator)
     return torch.rand(rows, cols, device="cuda", generator=generator)
-
-
-def relative_error(out, ref64):
-    return (torch.linalg.norm(out.double() - ref64) / torch.linalg.norm(ref64)).item()
 
 
 def measure(distribution, m, n, k, seeds, rows):
