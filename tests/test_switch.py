@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_vecgemm
-from conftest import assert_gemm_close, gpu, randn
+from conftest import assert_gemm_close, gpu, measured_profile, randn
 
 
 @pytest.fixture(autouse=True)
@@ -177,8 +177,12 @@ def test_3xtf32_where_it_serves_and_torch_elsewhere(rng):
     # functions send it.
     A, B = randn(rng, 2048, 2048), randn(rng, 2048, 2048)
     a, b = randn(rng, 64, 48), randn(rng, 48, 40)
-    if torch_vecgemm.plan(A, B, precision="3xtf32").precision != "3xtf32":
-        pytest.skip(f"3xTF32 does not serve 2048^3 here: {torch_vecgemm.plan(A, B, precision='3xtf32')}")
+    served = torch_vecgemm.plan(A, B, precision="3xtf32")
+    if served.precision != "3xtf32":
+        # Where the H200's figures price the GPU, 3xTF32 serves 2048^3 (about 2x fp32 in the
+        # records): losing it there is a regression, not a reason to skip.
+        assert not measured_profile(), f"3xTF32 no longer serves 2048^3 on the H200's profile: {served}"
+        pytest.skip(f"3xTF32 does not serve 2048^3 here: {served}")
     with torch_vecgemm.enable("3xtf32"):
         big, on_library = ran_on_library(lambda: A @ B)
         small, small_on_library = ran_on_library(lambda: a @ b)
