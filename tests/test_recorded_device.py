@@ -84,6 +84,21 @@ def test_each_row_serves_from_its_own_floor(h200_like):
     assert "below 128" in plan(h200_like, 2048, 2048, 64, precision="3xtf32")["precision_fallback"]
 
 
+@pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (2048, 12288, 4096), (512, 11008, 4096), (8192, 3072, 768)])
+def test_the_wgmma_kernel_makes_a_readable_as_parts_itself(h200_like, m, n, k):
+    """On the H200's profile the wgmma kernel's consumers make A's parts in registers for
+    less than reading the split pass's (a_split_ns below 0): a row-major, aligned A never
+    goes through the pass; a column-major one always does (wgmma's tf32 operands are
+    K-major), as does an A whose rows are not 16-byte aligned (TMA's rule)."""
+    for orders in ("rr", "rc"):
+        p = plan(h200_like, m, n, k, orders, precision="3xtf32")
+        assert p["kernel"] == WGMMA and "split pass of A" not in p["description"], p
+    for orders in ("cr", "cc"):
+        assert "split pass of A" in plan(h200_like, m, n, k, orders, precision="3xtf32")["description"]
+    assert "split pass of A" in plan(h200_like, m, n, k, "rr", precision="3xtf32", aligned=False)["description"]
+
+
 def test_3xtf32_on_a_gpu_without_a_row_runs_ieee_and_says_why():
     none_run = _testing.add_recorded_device(facts(75, 40, {r: f"{r} cannot run here" for r in TF32X3_KERNELS}))
     p = plan(none_run, 4096, 4096, 4096, precision="3xtf32")
