@@ -35,9 +35,10 @@ PROBLEMS = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 8192, 8192), (2048, 1
             (8192, 3072, 768), (1024, 50257, 768), (1000, 2304, 768)]
 PASS_BYTES = 12.0  # the split pass reads 4 and writes 8 bytes an element (cost_model.cpp)
 BLOCKS_PER_SM = 1  # the wgmma kernel's 197 KB of shared memory
-# The choice -> split figures that force it: the kernel's own split priced far below or
-# far above the pass, within what the profile's check accepts (a K tile's time above 0).
-FORCING = {"pass": (1e6, 1e6), "A": (-0.9, 1e6), "B": (1e6, -0.9), "both": (-0.45, -0.45)}
+# The choice -> split figures that force it, in K tiles: the kernel's own split priced far
+# below or far above the pass, within what the profile's check accepts (a K tile's time
+# above 0).
+FORCING = {"pass": (1e3, 1e3), "A": (-0.9, 1e3), "B": (1e3, -0.9), "both": (-0.45, -0.45)}
 
 
 def wave_tiles(m, n, k, sms, overhead_tiles, bm=128, bn=128, bk=32):
@@ -77,12 +78,11 @@ def profile_of_device():
     raise SystemExit(f"no profile file named {name!r}")
 
 
-def forced(profile, a_fraction, b_fraction):
-    """The profile with the row's split figures set to fractions of its K tile (or ns)."""
+def forced(profile, a_tiles, b_tiles):
+    """The profile with the row's split figures set to these multiples of its K tile."""
     doc = copy.deepcopy(profile)
     row = doc["tf32x3"][ROW]
-    scale = lambda f: f * row["k_tile_ns"] if abs(f) < 1 else f  # noqa: E731
-    row.update(a_split_ns=scale(a_fraction), b_split_ns=scale(b_fraction))
+    row.update(a_split_ns=a_tiles * row["k_tile_ns"], b_split_ns=b_tiles * row["k_tile_ns"])
     return doc
 
 

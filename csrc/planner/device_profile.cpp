@@ -170,7 +170,8 @@ class ProfileReader {
       }
       // The split figures are differences, and may be below 0 (an in-kernel split faster
       // than the pass's parts); a K tile's time may not be, whatever the kernel splits.
-      if (figures.size() != size_t(kNumTf32x3Fields) || !(v[0] > 0.0) || v[1] < 0.0 || !(v[0] + std::min(v[2], 0.0) + std::min(v[3], 0.0) > 0.0))
+      const double fastest_k_tile = v[0] + std::min(v[2], 0.0) + std::min(v[3], 0.0);
+      if (figures.size() != size_t(kNumTf32x3Fields) || !(v[0] > 0.0) || v[1] < 0.0 || !(fastest_k_tile > 0.0))
         return fail(row_name + " takes k_tile_ns (above 0), block_overhead_tiles (at least 0), a_split_ns and b_split_ns "
                     "(k_tile_ns plus either, or both, still above 0), and nothing else");
       p.tf32x3_k_tile_ns[*row] = v[0];
