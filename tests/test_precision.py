@@ -24,9 +24,11 @@ from conftest import (
     gpu,
     make_operand,
     ops,
+    passed_operands,
     poison_allocator,
     randn,
     requires_kernels,
+    wgmma_split_priced,
 )
 
 ACCEPTED = ("auto", "ieee", "3xtf32")
@@ -523,11 +525,10 @@ def test_wgmma_makes_parts_as_the_split_pass_does(layout, batch, m, n, rng):
     """A K-contiguous, 16-byte aligned operand (A row-major, B column-major) may skip the
     wgmma form's split pass: TMA loads its fp32 tiles and the kernel makes the parts itself,
     A's in its consumers' registers, B's in shared memory at the addresses the pass's would
-    land at. The planner weighs each against the pass (the profile's a_split_ns and
-    b_split_ns); on the H200's, A's parts in registers cost less than reading the pass's, so
-    a readable A never goes through it. The result is bit for bit the split pass's on the
-    same values stored unaligned, special values included (the tiles they flag are
-    recomputed from the fp32 operands either way)."""
+    land at. Each choice is forced in turn through the profile's figures (a_split_ns,
+    b_split_ns): the plan takes what it can read of it and leaves the rest to the pass, and
+    the result is bit for bit the split pass's on the same values stored unaligned, special
+    values included (the tiles they flag are recomputed from the fp32 operands either way)."""
     k = 200  # edge tiles on M, N and K; K < 2 x 256: one K slice on both paths
     lead = None if batch is None else 3
     A = make_operand(rng, m, k, layout[0], batch=lead)
@@ -542,18 +543,17 @@ def test_wgmma_makes_parts_as_the_split_pass_does(layout, batch, m, n, rng):
     if torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA) is not None:
         pytest.skip(f"{WGMMA} does not run here: {torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA)}")
     readable = {x for x, k_contiguous in (("A", layout[0] == "r"), ("B", layout[1] == "c")) if k_contiguous}
-    chosen = torch_vecgemm.selected_kernel(A, B, variant=WGMMA)
-    passed = set(chosen.split(", split pass of ")[1].split()) if ", split pass of " in chosen else set()
-    assert chosen.startswith(WGMMA) and passed <= {"A", "B"}
-    assert {"A", "B"} - passed <= readable, f"{chosen}: the kernel can read only {sorted(readable)} as fp32"
-    assert "A" not in readable or "A" not in passed, f"{chosen}: A's parts in registers cost less than the pass's"
     assert torch_vecgemm.selected_kernel(A_unaligned, B_unaligned, variant=WGMMA) == WGMMA + ", split pass of A B"
     poison_allocator((*A.shape[:-1], n))
-    ours = ops.sgemm(A, B, C, 0.75, -0.5, WGMMA, "3xtf32")
-    poison_allocator((*A.shape[:-1], n))
     passes = ops.sgemm(A_unaligned, B_unaligned, C, 0.75, -0.5, WGMMA, "3xtf32")
-    torch.testing.assert_close(ours, passes, rtol=0.0, atol=0.0, equal_nan=True)
-    _assert_specials_as(ours, 0.75 * _cublas(A, B) - 0.5 * C)
+    _assert_specials_as(passes, 0.75 * _cublas(A, B) - 0.5 * C)
+    for made, (a_tiles, b_tiles) in (({"A"}, (-0.9, 1e3)), ({"B"}, (1e3, -0.9)), ({"A", "B"}, (-0.45, -0.45))):
+        with wgmma_split_priced(a_tiles, b_tiles):
+            chosen = torch_vecgemm.selected_kernel(A, B, variant=WGMMA)
+            assert chosen.startswith(WGMMA) and passed_operands(chosen) == {"A", "B"} - (made & readable), chosen
+            poison_allocator((*A.shape[:-1], n))
+            ours = ops.sgemm(A, B, C, 0.75, -0.5, WGMMA, "3xtf32")
+        torch.testing.assert_close(ours, passes, rtol=0.0, atol=0.0, equal_nan=True, msg=lambda m: f"{chosen}: {m}")
 
 
 # ---- on the GPU: accuracy against cuBLAS ----------------------------------------------------------
