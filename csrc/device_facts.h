@@ -38,7 +38,8 @@ struct DeviceFacts {
 // count, or 0 and 0 for the neutral profile (a GPU no other serves). scalars: the rates and
 // costs by DeviceProfile's field names; the percentages by storage orders (rr, rc, cr, cc),
 // each kernel config's by its name (a config not named counts 100, or for 4-byte loads
-// unmeasured_scalar_load_percent); tf32x3 each 3xTF32 row's three figures by name.
+// unmeasured_scalar_load_percent); tf32x3 each 3xTF32 row's figures by name (kTf32x3Fields,
+// planner/device_profile.cpp).
 struct ProfileData {
   std::string name;
   int capability = 0, sms = 0;

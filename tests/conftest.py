@@ -8,6 +8,7 @@ replays it (the variable overrides every case's seed).
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import zlib
@@ -261,6 +262,39 @@ def measured_profile() -> bool:
     and copies operands into them; a GPU with the neutral profile counts every order the
     same and makes no copy for the order alone."""
     return torch_vecgemm._C._testing.profile_name(torch.cuda.current_device()) == "NVIDIA H200"
+
+
+def split_priced_profile(doc, a_tiles, b_tiles, **changes):
+    """A copy of the profile `doc` (changes applied) with the wgmma row's own-split figures
+    at these multiples of its K tile (the kernel-split probe's forcing): far below the pass
+    (-0.9, within the profile's check that a K tile keeps a time above 0) makes the kernel
+    split that operand wherever it can, far above (1e3) leaves it to the pass."""
+    from benchmarks.probes.tf32x3_kernel_split import forced
+
+    doc = forced(doc, a_tiles, b_tiles)
+    doc.update(changes)
+    return doc
+
+
+@contextlib.contextmanager
+def wgmma_split_priced(a_tiles, b_tiles):
+    """This GPU's profile with the wgmma row's own-split figures as `split_priced_profile`
+    sets them, the shipped one put back after (each put in place starts a new generation of
+    the plan cache: plans made before are not reused)."""
+    from benchmarks.probes.tf32x3_kernel_split import profile_of_device, use
+
+    shipped = profile_of_device()
+    use(split_priced_profile(shipped, a_tiles, b_tiles))
+    try:
+        yield
+    finally:
+        use(shipped)
+
+
+def passed_operands(description: str) -> set:
+    """The operands a 3xTF32 plan's description says go through the split pass
+    ("tf32x3_128x128_wgmma, split pass of A B" -> {"A", "B"})."""
+    return set(description.split(", split pass of ")[1].split()) if ", split pass of " in description else set()
 
 
 # ---- shapes derived from the device ----------------------------------------------------------

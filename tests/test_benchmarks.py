@@ -371,3 +371,25 @@ def test_tf32x3_error_floor_finds_where_a_row_stays_within_cublas():
     # is judged on the others.
     assert crossover({16: {CUBLAS: 1.0, "row": 2.0}, 32: {CUBLAS: 1.0, "row": 2.5}}, "row") is None
     assert crossover({16: {CUBLAS: 3.0, "row": 2.0}, 32: {CUBLAS: 3.0}}, "row") == 16
+
+
+def test_tf32x3_kernel_split_recovers_the_figures_it_was_given():
+    from benchmarks.probes.tf32x3_kernel_split import pass_ns, split_figures, wave_tiles
+
+    profile = {"rates": {"launch_ns": 2500.0, "bytes_per_ns": 3500.0},
+               "tf32x3": {"tf32x3_128x128_wgmma": {"k_tile_ns": 1000.0, "block_overhead_tiles": 2.0}}}
+    a_ns, b_ns = -60.0, 140.0  # what each split costs the kernel a K tile
+    records = []
+    for m, n, k in ((4096, 4096, 4096), (512, 11008, 4096), (8192, 3072, 768)):
+        tiles = wave_tiles(m, n, k, 132, 2.0)
+        kernel = tiles * 1000.0
+        ns = {"pass": kernel + pass_ns(m + n, k, 2500.0, 3500.0),
+              "A": kernel + tiles * a_ns + pass_ns(n, k, 2500.0, 3500.0),
+              "B": kernel + tiles * b_ns + pass_ns(m, k, 2500.0, 3500.0),
+              "both": kernel + tiles * (a_ns + b_ns)}
+        records.append(dict(m=m, n=n, k=k, us={c: v / 1e3 for c, v in ns.items()}))
+    fit = split_figures(records, profile, 132)
+    assert fit["A"] == pytest.approx(a_ns) and fit["B"] == pytest.approx(b_ns)
+    assert fit["both"] == pytest.approx(a_ns + b_ns)
+    # The pass that no longer runs is counted: a choice that only saves the pass is free.
+    assert pass_ns(0, 4096, 2500.0, 3500.0) == 0.0

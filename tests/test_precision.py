@@ -24,9 +24,11 @@ from conftest import (
     gpu,
     make_operand,
     ops,
+    passed_operands,
     poison_allocator,
     randn,
     requires_kernels,
+    wgmma_split_priced,
 )
 
 ACCEPTED = ("auto", "ieee", "3xtf32")
@@ -519,22 +521,20 @@ WGMMA = "tf32x3_128x128_wgmma"
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("batch", [None, "batched", "broadcast B"])
 @pytest.mark.parametrize("m,n", [(3000, 260), (260, 3000)])
-def test_wgmma_splits_one_operand_as_the_split_pass_does(layout, batch, m, n, rng):
+def test_wgmma_makes_parts_as_the_split_pass_does(layout, batch, m, n, rng):
     """A K-contiguous, 16-byte aligned operand (A row-major, B column-major) may skip the
-    wgmma form's split pass: TMA loads its fp32 tiles and the kernel splits them in shared
-    memory into the parts the pass would have written, at the same addresses. The planner
-    has the kernel split at most one operand (two cost it more than the pass: step 36), where
-    the operand's bytes through the pass cost more than the kernel's split: here the one of
-    3000 rows, never the one of 260 (one launch of the pass takes both). The result is bit
-    for bit the split pass's on the same values stored unaligned, special values included
-    (the tiles they flag are recomputed from the fp32 operands either way)."""
+    wgmma form's split pass: TMA loads its fp32 tiles and the kernel makes the parts itself,
+    A's in its consumers' registers, B's in shared memory at the addresses the pass's would
+    land at. Each choice is forced in turn through the profile's figures (a_split_ns,
+    b_split_ns): the plan takes what it can read of it and leaves the rest to the pass, and
+    the result is bit for bit the split pass's on the same values stored unaligned, special
+    values included (the tiles they flag are recomputed from the fp32 operands either way)."""
     k = 200  # edge tiles on M, N and K; K < 2 x 256: one K slice on both paths
     lead = None if batch is None else 3
     A = make_operand(rng, m, k, layout[0], batch=lead)
     B = make_operand(rng, k, n, layout[1], batch=None if batch != "batched" else lead)
     for x, i, j, value in ((A, 3, 5, float("inf")), (A, 7, 11, -float("inf")), (B, 9, 2, float("nan"))):
         x[..., i, j] = value
-    # The same values at an odd offset: no row 16-byte aligned, so both go through the pass.
     A_unaligned = make_operand(rng, m, k, layout[0], batch=lead, offset=1).copy_(A)
     B_unaligned = make_operand(rng, k, n, layout[1], batch=None if batch != "batched" else lead, offset=1).copy_(B)
     if batch == "broadcast B":
@@ -542,18 +542,18 @@ def test_wgmma_splits_one_operand_as_the_split_pass_does(layout, batch, m, n, rn
     C = randn(rng, n)
     if torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA) is not None:
         pytest.skip(f"{WGMMA} does not run here: {torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA)}")
-    readable = [x for x, k_contiguous in (("A", layout[0] == "r"), ("B", layout[1] == "c")) if k_contiguous]
-    in_kernel = [x for x in readable if x == ("A" if m > n else "B")]
-    passed = [x for x in "AB" if x not in in_kernel]
-    expected = WGMMA + (", split pass of " + " ".join(passed) if passed else "")
-    assert torch_vecgemm.selected_kernel(A, B, variant=WGMMA) == expected
+    readable = {x for x, k_contiguous in (("A", layout[0] == "r"), ("B", layout[1] == "c")) if k_contiguous}
     assert torch_vecgemm.selected_kernel(A_unaligned, B_unaligned, variant=WGMMA) == WGMMA + ", split pass of A B"
     poison_allocator((*A.shape[:-1], n))
-    ours = ops.sgemm(A, B, C, 0.75, -0.5, WGMMA, "3xtf32")
-    poison_allocator((*A.shape[:-1], n))
     passes = ops.sgemm(A_unaligned, B_unaligned, C, 0.75, -0.5, WGMMA, "3xtf32")
-    torch.testing.assert_close(ours, passes, rtol=0.0, atol=0.0, equal_nan=True)
-    _assert_specials_as(ours, 0.75 * _cublas(A, B) - 0.5 * C)
+    _assert_specials_as(passes, 0.75 * _cublas(A, B) - 0.5 * C)
+    for made, (a_tiles, b_tiles) in (({"A"}, (-0.9, 1e3)), ({"B"}, (1e3, -0.9)), ({"A", "B"}, (-0.45, -0.45))):
+        with wgmma_split_priced(a_tiles, b_tiles):
+            chosen = torch_vecgemm.selected_kernel(A, B, variant=WGMMA)
+            assert chosen.startswith(WGMMA) and passed_operands(chosen) == {"A", "B"} - (made & readable), chosen
+            poison_allocator((*A.shape[:-1], n))
+            ours = ops.sgemm(A, B, C, 0.75, -0.5, WGMMA, "3xtf32")
+        torch.testing.assert_close(ours, passes, rtol=0.0, atol=0.0, equal_nan=True, msg=lambda m: f"{chosen}: {m}")
 
 
 # ---- on the GPU: accuracy against cuBLAS ----------------------------------------------------------

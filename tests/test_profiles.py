@@ -98,6 +98,8 @@ def _set(path, value):
     (_set(("tf32x3", "tf32x3_128x64_mma", "k_tile_ns"), None), "needs k_tile_ns"),
     (_set(("tf32x3", "tf32x3_128x64_mma", "k_tile_ns"), 0.0), "k_tile_ns (above 0)"),
     (_set(("tf32x3", "tf32x3_128x64_mma", "warps"), 4.0), "and nothing else"),
+    (_set(("tf32x3", "tf32x3_128x128_wgmma", "b_split_ns"), None), "needs b_split_ns"),
+    (_set(("tf32x3", "tf32x3_128x128_wgmma", "a_split_ns"), -1150.0), "(k_tile_ns plus either, or both, still above 0)"),
     (_set(("tf32x3", "tf32x3_nonexistent"), {"k_tile_ns": 1.0}), "no 3xTF32 row 'tf32x3_nonexistent'"),
     (_set(("torch_handoff", "copies"), None), "torch_handoff needs copies"),
     (_set(("torch_handoff", "log_k"), 0.1), "a weight 'log_k' that this build does not know"),

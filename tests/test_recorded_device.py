@@ -13,7 +13,7 @@ import pytest
 
 import torch_vecgemm
 from benchmarks import records
-from conftest import TF32X3_KERNELS, TILINGS, requires_kernels
+from conftest import TF32X3_KERNELS, TILINGS, passed_operands, requires_kernels, split_priced_profile
 
 pytestmark = requires_kernels
 _testing = torch_vecgemm._C._testing
@@ -82,6 +82,46 @@ def test_each_row_serves_from_its_own_floor(h200_like):
     p = plan(ampere, 4096, 4096, 256, "rc", precision="3xtf32")
     assert p["precision"] == "ieee" and "below 512" in p["precision_fallback"], p
     assert "below 128" in plan(h200_like, 2048, 2048, 64, precision="3xtf32")["precision_fallback"]
+
+
+def _split_priced_device(a_tiles, b_tiles, sms):
+    """A recorded sm_90 GPU of its own SM count, priced with the H200's figures but the wgmma
+    row's own-split figures (conftest.split_priced_profile)."""
+    from torch_vecgemm import _C, _profiles
+
+    doc = json.loads((_profiles.FOLDER / "h200.json").read_text())
+    doc = split_priced_profile(doc, a_tiles, b_tiles, name=f"wgmma splits priced {a_tiles}, {b_tiles}",
+                               serves={"capability": 90, "sms": sms})
+    _C._add_device_profile(_profiles.as_planner_data(doc))
+    return _testing.add_recorded_device(facts(90, sms))
+
+
+@pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (512, 11008, 4096), (8192, 3072, 768)])
+def test_the_wgmma_kernel_splits_what_it_can_read_where_priced_below_the_pass(m, n, k):
+    """The kernel makes an operand's parts itself only where the operand is K-contiguous
+    (wgmma's tf32 operands are K-major) and its rows 16-byte aligned (TMA's rule), and the
+    profile prices that below the split pass; the rest goes through the pass."""
+    forced = {frozenset("A"): (-0.9, 1e3), frozenset("B"): (1e3, -0.9), frozenset("AB"): (-0.45, -0.45),
+              frozenset(): (1e3, 1e3)}
+    for sms, (made, (a_tiles, b_tiles)) in enumerate(forced.items(), start=120):
+        device = _split_priced_device(a_tiles, b_tiles, sms)
+        for orders in ("rr", "rc", "cr", "cc"):
+            readable = {x for x, k_contiguous in (("A", orders[0] == "r"), ("B", orders[1] == "c")) if k_contiguous}
+            p = plan(device, m, n, k, orders, precision="3xtf32")
+            assert p["kernel"] == WGMMA and passed_operands(p["description"]) == {"A", "B"} - (made & readable), p
+        unaligned = plan(device, m, n, k, "rc", precision="3xtf32", aligned=False)
+        assert passed_operands(unaligned["description"]) == {"A", "B"}, unaligned
+
+
+@pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
+def test_on_the_h200_profile_the_kernel_splits_a_where_its_pass_weighs_most(h200_like):
+    """On the H200 (docs/history.md, step 58) A's parts made in registers cost a K tile 54 ns
+    more than reading the pass's: they pay where the pass over A is a large share of the call
+    (8192x768x3072 rc measured 1.27x the plan with both passes), not at 8192^3 (the
+    registers, forced on rc operands, measured 0.94x the pass there)."""
+    assert "A" not in passed_operands(plan(h200_like, 8192, 768, 3072, "rc", precision="3xtf32")["description"])
+    assert "A" in passed_operands(plan(h200_like, 8192, 8192, 8192, "rc", precision="3xtf32")["description"])
 
 
 def test_3xtf32_on_a_gpu_without_a_row_runs_ieee_and_says_why():

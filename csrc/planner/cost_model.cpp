@@ -263,9 +263,10 @@ namespace {
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
 // kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: one
 // launch for the operands the pass splits, which reads 4 and writes 8 bytes an element.
-// Its kernel can split one K-contiguous operand itself instead, for the profile's
-// kernel_split_ns more a K tile (its shared memory's traffic); both at once measured 1.58x
-// the kernel at 4096^3 (step 36), so at most one.
+// Its kernel can make a K-contiguous operand's parts itself instead, for the profile's
+// a_split_ns or b_split_ns more (or less) a K tile: A's in registers as its consumers load
+// them, B's in shared memory by the producer's idle warps (their traffic there is the cost).
+// The choice is the cheapest of the four, the pass with neither operand on a tie.
 constexpr int kTf32x3MinSlice = 256;
 constexpr int kTf32x3MaxSplits = 32;
 constexpr double kTf32x3SplitPassBytes = 12.0;
@@ -287,11 +288,16 @@ Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
     return profile.launch_ns + kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
   };
   const SplitOperands can = r.kernel_can_split(key);
-  const double kernel_split_ns = wave_tiles * profile.tf32x3_kernel_split_ns[row];
   double extra = pass_ns(key.m + key.n);  // one launch splits both
   SplitOperands chosen{false, false};
-  if (can.a && kernel_split_ns + pass_ns(key.n) < extra) extra = kernel_split_ns + pass_ns(key.n), chosen = {true, false};
-  if (can.b && kernel_split_ns + pass_ns(key.m) < extra) extra = kernel_split_ns + pass_ns(key.m), chosen = {false, true};
+  for (const SplitOperands in_kernel : {SplitOperands{true, false}, SplitOperands{false, true}, SplitOperands{true, true}}) {
+    if ((in_kernel.a && !can.a) || (in_kernel.b && !can.b)) continue;
+    const int64_t passed_rows = (in_kernel.a ? 0 : key.m) + (in_kernel.b ? 0 : key.n);
+    const double ns = wave_tiles * ((in_kernel.a ? profile.tf32x3_a_split_ns[row] : 0.0) +
+                                    (in_kernel.b ? profile.tf32x3_b_split_ns[row] : 0.0)) +
+                      (passed_rows > 0 ? pass_ns(passed_rows) : 0.0);
+    if (ns < extra) extra = ns, chosen = in_kernel;
+  }
   out.ns += extra;
   out.tiling.kernel_splits = chosen;
   return out;

@@ -49,7 +49,8 @@ constexpr ScalarField kScalarFields[] = {
     {"tf32x3_fixed_ns", &DeviceProfile::tf32x3_fixed_ns},
 };
 constexpr const char* kIntegerScalars[] = {"warps_to_hide_scalar_output", "unmeasured_scalar_load_percent"};
-constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "kernel_split_ns"};
+constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "a_split_ns", "b_split_ns"};
+constexpr int kNumTf32x3Fields = sizeof(kTf32x3Fields) / sizeof(kTf32x3Fields[0]);
 // The hand-off rule's weights, by the names its file gives them.
 struct HandoffField {
   const char* name;
@@ -160,18 +161,23 @@ class ProfileReader {
       const auto row = tf32x3_row_of(row_name);
       if (!row) return fail("it names no 3xTF32 row '" + row_name + "' of this build (torch_vecgemm.variants())");
       seen[*row] = true;
-      double v[3];
-      for (int i = 0; i < 3; ++i) {
+      double v[kNumTf32x3Fields];
+      for (int i = 0; i < kNumTf32x3Fields; ++i) {
         const auto it = figures.find(kTf32x3Fields[i]);
-        if (it == figures.end() || !std::isfinite(it->second) || it->second < 0.0)
-          return fail(row_name + " needs " + kTf32x3Fields[i] + ", a number of at least 0");
+        if (it == figures.end() || !std::isfinite(it->second))
+          return fail(row_name + " needs " + kTf32x3Fields[i] + ", a number");
         v[i] = it->second;
       }
-      if (figures.size() != 3 || !(v[0] > 0.0))
-        return fail(row_name + " takes k_tile_ns (above 0), block_overhead_tiles and kernel_split_ns, and nothing else");
+      // The split figures are differences, and may be below 0 (an in-kernel split faster
+      // than the pass's parts); a K tile's time may not be, whatever the kernel splits.
+      const double fastest_k_tile = v[0] + std::min(v[2], 0.0) + std::min(v[3], 0.0);
+      if (figures.size() != size_t(kNumTf32x3Fields) || !(v[0] > 0.0) || v[1] < 0.0 || !(fastest_k_tile > 0.0))
+        return fail(row_name + " takes k_tile_ns (above 0), block_overhead_tiles (at least 0), a_split_ns and b_split_ns "
+                    "(k_tile_ns plus either, or both, still above 0), and nothing else");
       p.tf32x3_k_tile_ns[*row] = v[0];
       p.tf32x3_block_overhead_tiles[*row] = v[1];
-      p.tf32x3_kernel_split_ns[*row] = v[2];
+      p.tf32x3_a_split_ns[*row] = v[2];
+      p.tf32x3_b_split_ns[*row] = v[3];
     }
     for (int r = 0; r < kNumTf32x3Rows; ++r)
       if (!seen[r]) return fail(std::string("it has no figures for ") + kTf32x3Rows[r].name);

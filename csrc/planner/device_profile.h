@@ -54,11 +54,14 @@ struct DeviceProfile {
   int scalar_load_percent[kNumKernelConfigs][kNumOrders];
   // 3xTF32, by kTf32x3Rows row: one K tile of one block, in ns, with every SM running as
   // many of its blocks as fit (the rate of a full wave, split pass aside), a block's fixed
-  // cost (pipeline fill, votes, epilogue) in its K tiles, and a K tile's extra ns where the
-  // kernel splits one operand itself (the wgmma form).
+  // cost (pipeline fill, votes, epilogue) in its K tiles, and a K tile's extra ns (or fewer,
+  // below 0) where the kernel makes A's or B's parts itself instead of reading the split
+  // pass's (the wgmma form: A's in registers, B's in shared memory), each apart; both at
+  // once cost the sum.
   double tf32x3_k_tile_ns[kNumTf32x3Rows];
   double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
-  double tf32x3_kernel_split_ns[kNumTf32x3Rows];
+  double tf32x3_a_split_ns[kNumTf32x3Rows];
+  double tf32x3_b_split_ns[kNumTf32x3Rows];
   // The waves model prices full waves of long-K blocks well and the rest low (short K, one
   // wave, the split passes): 3xTF32 is taken only where the IEEE plan's time is above its
   // estimate times tf32x3_model_slack plus tf32x3_fixed_ns (tf32x3_weighed_ns, cost_model.h).

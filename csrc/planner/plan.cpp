@@ -114,28 +114,30 @@ TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config)
   return choices[name] = candidates.front().second;
 }
 
-// The row and split predicted fastest among the rows that run on the device, take the
-// problem and are at least as accurate as fp32 summing `fp32_sum` products (earlier rows on
-// a tie); none where no row qualifies.
+// Whether 3xTF32 row r runs on the key's device and takes the problem.
+bool tf32x3_row_takes(int r, const ProblemKey& key) {
+  const Tf32x3Row& row = kTf32x3Rows[r];
+  return !tf32x3_violation(r, key.device) && !(row.refuses && row.refuses(key));
+}
+
+// The row and split predicted fastest among the rows that take the problem and are at
+// least as accurate as fp32 summing `fp32_sum` products (earlier rows on a tie); none where
+// no row qualifies.
 std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key, int64_t fp32_sum) {
   std::optional<Tf32x3Estimate> best;
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    const Tf32x3Row& row = kTf32x3Rows[r];
-    if (tf32x3_violation(r, key.device) || (row.refuses && row.refuses(key)) || fp32_sum < row.min_fp32_sum) continue;
+    if (!tf32x3_row_takes(r, key) || fp32_sum < kTf32x3Rows[r].min_fp32_sum) continue;
     const Tf32x3Estimate c = tf32x3_cheapest_split(key, r);
     if (!best || c.ns < best->ns) best = c;
   }
   return best;
 }
 
-// The shortest floor among the rows that run on the device and take the problem.
+// The shortest floor among the rows that take the problem.
 int64_t tf32x3_lowest_floor(const ProblemKey& key) {
   int64_t lowest = std::numeric_limits<int64_t>::max();
-  for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    const Tf32x3Row& row = kTf32x3Rows[r];
-    if (!tf32x3_violation(r, key.device) && !(row.refuses && row.refuses(key)))
-      lowest = std::min<int64_t>(lowest, row.min_fp32_sum);
-  }
+  for (int r = 0; r < kNumTf32x3Rows; ++r)
+    if (tf32x3_row_takes(r, key)) lowest = std::min<int64_t>(lowest, kTf32x3Rows[r].min_fp32_sum);
   return lowest;
 }
 
