@@ -10,10 +10,12 @@ row that takes the problem forced by name through the strict op, and torch.matmu
 Frobenius error against float64 in units of u = 2^-24, then per row the shortest K from
 which it stays within cuBLAS's error at every K measured. cuBLAS splits K on small grids,
 so its chains are shorter than K there: the crossover is in K, the planner's rule in fp32
-sums (precision_choice measures that on the random sweep's problems). No timing.
+sums (precision_choice measures that on the random sweep's problems). With --narrow, also
+the products with a narrow side (M or N of a few), B column-major as the narrow-side rows
+take them (x @ W.T). No timing.
 
     python -m benchmarks.probes.tf32x3_error_floor [--sizes 512,2048] [--ks 16,32,...]
-        [--seeds 3] [--out FILE.json]
+        [--narrow 8,32] [--seeds 3] [--out FILE.json]
 
 Needs a GPU of sm_80 or newer.
 """
@@ -41,12 +43,13 @@ def operand(distribution, rows, cols, generator):
     return torch.rand(rows, cols, device="cuda", generator=generator)
 
 
-def measure(distribution, m, n, k, seeds, rows):
+def measure(distribution, m, n, k, seeds, rows, b_column_major=False):
     """Mean relative error (in u) of cuBLAS and of each row that takes the problem."""
     errors: dict[str, list[float]] = {}
     for seed in range(seeds):
         g = torch.Generator(device="cuda").manual_seed(1_000_003 * seed + k)
-        A, B = operand(distribution, m, k, g), operand(distribution, k, n, g)
+        A = operand(distribution, m, k, g)
+        B = operand(distribution, n, k, g).t() if b_column_major else operand(distribution, k, n, g)
         ref = A.double() @ B.double()
         with tf32_allowed(False):
             errors.setdefault(CUBLAS, []).append(relative_error(torch.matmul(A, B), ref) / U)
@@ -75,6 +78,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="512,2048", help="comma list of M = N")
     ap.add_argument("--ks", default=",".join(map(str, DEFAULT_KS)), help="comma list of K")
+    ap.add_argument("--narrow", default="", help="comma list of narrow sides: M (and N) of this many beside each size")
     ap.add_argument("--seeds", type=int, default=3, help="operands drawn per case, errors averaged")
     ap.add_argument("--out", help="write every mean error to this JSON file")
     args = ap.parse_args(argv)
@@ -86,15 +90,20 @@ def main(argv=None):
     sizes = [int(s) for s in args.sizes.split(",")]
     ks = [int(k) for k in args.ks.split(",")]
     print(machine_info()["gpu"], f"relative Frobenius error against float64, in u = 2^-24, mean of {args.seeds}")
+    narrow = [int(q) for q in args.narrow.split(",") if q]
+    # (M, N, B column-major): the squares, then each narrow side as few rows and few columns.
+    shapes = [(size, size, False) for size in sizes] + [
+        shape for q in narrow for size in sizes for shape in ((q, size, True), (size, q, True))]
     results = []
     for distribution in DISTRIBUTIONS:
-        for size in sizes:
+        for m, n, b_column_major in shapes:
             by_k = {}
             for k in ks:
-                by_k[k] = measure(distribution, size, size, k, args.seeds, rows)
-                results.append(dict(distribution=distribution, m=size, n=size, k=k, errors_u=by_k[k]))
+                by_k[k] = measure(distribution, m, n, k, args.seeds, rows, b_column_major)
+                results.append(dict(distribution=distribution, m=m, n=n, k=k, b_column_major=b_column_major,
+                                    errors_u=by_k[k]))
                 cells = "  ".join(f"{name.removeprefix('tf32x3_')} {e:5.2f}" for name, e in by_k[k].items())
-                print(f"{distribution:7} {size}x{size}x{k:<6} {cells}", flush=True)
+                print(f"{distribution:7} {m}x{n}x{k:<6} {'rc' if b_column_major else 'rr'}  {cells}", flush=True)
             for row in rows:
                 if any(row in e for e in by_k.values()):
                     k = crossover(by_k, row)

@@ -23,7 +23,8 @@
 //
 // Accuracy and special values as the tiled 3xTF32 kernel (sgemm_3xtf32.cuh, whose split,
 // MMA and passes this reuses): the split rounds both parts; the MMAs of one chunk accumulate
-// into a short accumulator started from zero and added into the sum with FADD; a warp whose
+// into two short accumulators, small and big terms apart (chunk_product), started from zero
+// and added into the sum with FADD; a warp whose
 // sums hold a NaN (an Inf or NaN input) recomputes its chunks in the two guarded passes, and
 // one whose sums hold a nonzero result below 2^-90 recomputes them with P's rows scaled
 // (rows of A for few columns, columns of B for few rows). Each warp decides for its own
@@ -121,15 +122,22 @@ __device__ __forceinline__ void load_chunk(const Rows<S>& rows, int k, int k_len
   else load_chunk<S, false>(rows, k, k_len, t, c);
 }
 
-// One chunk's product, pass P, into `sum`: four K steps into a short accumulator that starts
-// from zero (the chunk's first MMA into each tile takes C = 0), added into the sum at the end
-// (the Big pass: each step's products added on their own, tf32x3::big_step). The terms in
-// sgemm_3xtf32.cuh's order: the two small ones, then big * big. row_scale:
-// Scaled only, the power of two of each of the lane's P rows (row 2 i + h: tile i, g + 8 h).
+// One chunk's product, pass P, into `sum` (the Big pass: each step's products added on
+// their own, tf32x3::big_step). The small terms (products of 11 x 11 bits, ~2^-11 of the big
+// ones) go into a short accumulator of their own and the big terms into another, both
+// started from zero and added into the sum at the chunk's end: the MMA truncates relative
+// to the accumulator it adds to, so the 8 small-term MMAs of a tile truncate at their own
+// size and only the 4 big ones at the chunk sum's, where one accumulator for all 12
+// truncated 10 at full size (what the wgmma kernel gets by issuing its small terms first,
+// docs/history.md, step 57; issued in that order here, the chunk's values stay live across
+// both halves and ptxas spills). The second accumulator costs 8 registers a tile of Q.
+// row_scale: Scaled only, the power of two of each of the lane's P rows (row 2 i + h: tile
+// i, g + 8 h).
 template <class S, Pass P>
 __device__ __forceinline__ void chunk_product(const Chunk<S>& c, const float (&row_scale)[8],
                                               float (&sum)[S::kMTiles][S::kNTiles][4]) {
-  float acc[S::kMTiles][S::kNTiles][4];
+  constexpr bool kBigTerms = P == Pass::Fast || P == Pass::Scaled;  // Small: the small terms alone
+  float small[S::kMTiles][S::kNTiles][4], big[S::kMTiles][S::kNTiles][4];
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     const int v = s >> 1, e = 2 * (s & 1);  // the 16-byte unit and the pair in it
@@ -154,12 +162,16 @@ __device__ __forceinline__ void chunk_product(const Chunk<S>& c, const float (&r
 #pragma unroll
       for (int j = 0; j < S::kQTiles; ++j) {
         if constexpr (P != Pass::Big) {
-          if (s == 0) tf32x3::mma_tf32<true>(acc[i][j], p_lo, q_hi[j]);
-          else tf32x3::mma_tf32<false>(acc[i][j], p_lo, q_hi[j]);
-          tf32x3::mma_tf32<false>(acc[i][j], p_hi, q_lo[j]);
+          if (s == 0) tf32x3::mma_tf32<true>(small[i][j], p_lo, q_hi[j]);
+          else tf32x3::mma_tf32<false>(small[i][j], p_lo, q_hi[j]);
+          tf32x3::mma_tf32<false>(small[i][j], p_hi, q_lo[j]);
         }
-        if constexpr (P == Pass::Fast || P == Pass::Scaled) tf32x3::mma_tf32<false>(acc[i][j], p_hi, q_hi[j]);
-        else if constexpr (P == Pass::Big) tf32x3::big_step(p_hi, q_hi[j], sum[i][j]);
+        if constexpr (kBigTerms) {
+          if (s == 0) tf32x3::mma_tf32<true>(big[i][j], p_hi, q_hi[j]);
+          else tf32x3::mma_tf32<false>(big[i][j], p_hi, q_hi[j]);
+        } else if constexpr (P == Pass::Big) {
+          tf32x3::big_step(p_hi, q_hi[j], sum[i][j]);
+        }
       }
     }
   }
@@ -169,7 +181,7 @@ __device__ __forceinline__ void chunk_product(const Chunk<S>& c, const float (&r
 #pragma unroll
       for (int j = 0; j < S::kNTiles; ++j)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) sum[i][j][r] += acc[i][j][r];
+        for (int r = 0; r < 4; ++r) sum[i][j][r] += kBigTerms ? big[i][j][r] + small[i][j][r] : small[i][j][r];
   }
 }
 
