@@ -801,8 +801,8 @@ def test_narrow_side_kernel(variant, rng):
 @gpu
 def test_narrow_side_kernel_is_the_fastest_row_for_decode(rng):
     # x @ W.T with a few tokens: the wide operand read once instead of 64-row tiles of padding.
-    # (Auto in 3xTF32 gives these to fp32, whose short sums are more accurate here:
-    # test_fp32_serves_what_3xtf32_would_lose.)
+    # (Auto in 3xTF32 gives the one-token case to fp32, whose gemv sums of 32 products are
+    # more accurate: test_fp32_serves_what_3xtf32_would_lose.)
     for m, n, k, kernel in [(1, 4096, 4096, "tf32x3_few_rows_mma"), (16, 4096, 1024, "tf32x3_few_rows_mma"),
                             (4096, 8, 2048, "tf32x3_few_cols_mma")]:
         A, B = _narrow_operands(rng, "rows" if kernel.endswith("rows_mma") else "cols", min(m, n), max(m, n), k)

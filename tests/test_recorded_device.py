@@ -84,6 +84,18 @@ def test_each_row_serves_from_its_own_floor(h200_like):
     assert "below 128" in plan(h200_like, 2048, 2048, 64, precision="3xtf32")["precision_fallback"]
 
 
+@pytest.mark.skipif("tf32x3_few_rows_mma" not in TF32X3_KERNELS, reason="no narrow-side rows in this build")
+def test_the_narrow_side_rows_serve_from_the_wgmma_kernels_floor(h200_like):
+    """The narrow-side kernel keeps a chunk's small and big terms in accumulators of their
+    own, so it serves from the wgmma kernel's floor (128 products, tf32x3_rows.h): decode
+    at 4096 x 4096, whose IEEE plan sums 256 products a chain, runs on it."""
+    for m, n, row in ((8, 4096, "tf32x3_few_rows_mma"), (32, 4096, "tf32x3_few_rows_mma"),
+                      (4096, 8, "tf32x3_few_cols_mma")):
+        p = plan(h200_like, m, n, 4096, "rc", precision="3xtf32")
+        assert p["kernel"] == row and p["precision"] == "3xtf32", p
+    assert "below 128" in plan(h200_like, 8, 4096, 100, "rc", precision="3xtf32")["precision_fallback"]
+
+
 def _split_priced_device(a_tiles, b_tiles, sms):
     """A recorded sm_90 GPU of its own SM count, priced with the H200's figures but the wgmma
     row's own-split figures (conftest.split_priced_profile)."""

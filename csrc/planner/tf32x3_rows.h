@@ -101,7 +101,10 @@ Reason refuses_few_columns(const ProblemKey& key);
 // products, room for cuBLAS splitting up to ~3x more than the IEEE plan; the wgmma kernel's
 // 2.2-2.7 u up to K = 4096 (4 of a K tile's 12 wgmma truncate at the tile sum's size,
 // sgemm_3xtf32_wgmma.cuh), within torch.matmul's error on every problem of seed 0 whose
-// IEEE plan sums 96 products or more (at most 0.94x; 1.33x at 92), so 128.
+// IEEE plan sums 96 products or more (at most 0.94x; 1.33x at 92), so 128. The narrow-side
+// kernel's, 2.1-2.6 u up to K = 4096 with its small terms in an accumulator of their own
+// (measured on an H100 beside the wgmma kernel's 2.2-2.7 u, benchmarks/probes/
+// tf32x3_error_floor.py --narrow 8,32; docs/history.md, step 59), takes the wgmma's 128.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
@@ -114,10 +117,10 @@ inline constexpr Tf32x3Row kTf32x3Rows[] = {
      nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
-     &tf32x3_skinny_row::refuses_few_rows, 512},
+     &tf32x3_skinny_row::refuses_few_rows, 128},
     {"tf32x3_few_cols_mma", 80, 0, kSkinnyBlockK, kSkinnyFewColumns, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
-     &tf32x3_skinny_row::refuses_few_columns, 512},
+     &tf32x3_skinny_row::refuses_few_columns, 128},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);
 
