@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import torch_vecgemm
+from benchmarks.probes.tf32x3_kernel_split import FORCING, MADE
 from conftest import (
     DEVICES,
     LAYOUTS,
@@ -547,8 +548,9 @@ def test_wgmma_makes_parts_as_the_split_pass_does(layout, batch, m, n, rng):
     poison_allocator((*A.shape[:-1], n))
     passes = ops.sgemm(A_unaligned, B_unaligned, C, 0.75, -0.5, WGMMA, "3xtf32")
     _assert_specials_as(passes, 0.75 * _cublas(A, B) - 0.5 * C)
-    for made, (a_tiles, b_tiles) in (({"A"}, (-0.9, 1e3)), ({"B"}, (1e3, -0.9)), ({"A", "B"}, (-0.45, -0.45))):
-        with wgmma_split_priced(a_tiles, b_tiles):
+    for choice in ("A", "B", "both"):
+        made = MADE[choice]
+        with wgmma_split_priced(*FORCING[choice]):
             chosen = torch_vecgemm.selected_kernel(A, B, variant=WGMMA)
             assert chosen.startswith(WGMMA) and passed_operands(chosen) == {"A", "B"} - (made & readable), chosen
             poison_allocator((*A.shape[:-1], n))

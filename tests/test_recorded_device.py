@@ -13,6 +13,7 @@ import pytest
 
 import torch_vecgemm
 from benchmarks import records
+from benchmarks.probes.tf32x3_kernel_split import FORCING, MADE
 from conftest import TF32X3_KERNELS, TILINGS, passed_operands, requires_kernels, split_priced_profile
 
 pytestmark = requires_kernels
@@ -114,9 +115,8 @@ def test_the_wgmma_kernel_splits_what_it_can_read_where_priced_below_the_pass(m,
     """The kernel makes an operand's parts itself only where the operand is K-contiguous
     (wgmma's tf32 operands are K-major) and its rows 16-byte aligned (TMA's rule), and the
     profile prices that below the split pass; the rest goes through the pass."""
-    forced = {frozenset("A"): (-0.9, 1e3), frozenset("B"): (1e3, -0.9), frozenset("AB"): (-0.45, -0.45),
-              frozenset(): (1e3, 1e3)}
-    for sms, (made, (a_tiles, b_tiles)) in enumerate(forced.items(), start=120):
+    for sms, (choice, (a_tiles, b_tiles)) in enumerate(FORCING.items(), start=120):
+        made = MADE[choice]
         device = _split_priced_device(a_tiles, b_tiles, sms)
         for orders in ("rr", "rc", "cr", "cc"):
             readable = {x for x, k_contiguous in (("A", orders[0] == "r"), ("B", orders[1] == "c")) if k_contiguous}

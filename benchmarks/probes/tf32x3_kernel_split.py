@@ -37,8 +37,9 @@ PASS_BYTES = 12.0  # the split pass reads 4 and writes 8 bytes an element (cost_
 BLOCKS_PER_SM = 1  # the wgmma kernel's 197 KB of shared memory
 # The choice -> split figures that force it, in K tiles: the kernel's own split priced far
 # below or far above the pass, within what the profile's check accepts (a K tile's time
-# above 0).
+# above 0); and the operands each choice has the kernel make itself where it can read them.
 FORCING = {"pass": (1e3, 1e3), "A": (-0.9, 1e3), "B": (1e3, -0.9), "both": (-0.45, -0.45)}
+MADE = {"pass": frozenset(), "A": frozenset("A"), "B": frozenset("B"), "both": frozenset("AB")}
 
 
 def wave_tiles(m, n, k, sms, overhead_tiles, bm=128, bn=128, bk=32):
