@@ -5,6 +5,7 @@ precision record's errors, arguments, table and plot (from a synthetic result; t
 itself on the GPU)."""
 from __future__ import annotations
 
+import collections
 import json
 import math
 
@@ -393,3 +394,25 @@ def test_tf32x3_kernel_split_recovers_the_figures_it_was_given():
     assert fit["both"] == pytest.approx(a_ns + b_ns)
     # The pass that no longer runs is counted: a choice that only saves the pass is free.
     assert pass_ns(0, 4096, 2500.0, 3500.0) == 0.0
+
+
+def test_model_products_records_a_training_steps_products_and_rebuilds_their_layouts():
+    """The tiny GPT's step issues its Linear layers' products in the three layouts a Linear
+    makes (forward x @ W.T: rc; input gradient: rr; weight gradient: cr), each counted once
+    per layer; a replayed operand has the recorded shape, strides and alignment."""
+    from benchmarks.probes.model_products import describe, operand, record_step
+
+    counts = record_step("tiny-gpt", device="cpu")
+    described = collections.Counter()
+    for (op, records, _), calls in counts.items():
+        described[describe(op, records)] += calls
+    # tiny-gpt: 2 layers of d 32, d_mlp 64, batch 8 x 32 tokens; the MLP's up projection.
+    assert described["addmm 256x64x32 rc"] == 2
+    assert described["mm 256x32x64 rr"] == 2  # its input's gradient
+    assert described["mm 64x32x256 cr"] == 2  # its weight's gradient
+    generator = torch.Generator().manual_seed(0)
+    for record in (("tensor", (5, 7), (1, 5), True), ("tensor", (3, 4, 6), (24, 6, 1), False)):
+        t = operand(record, generator, device="cpu")
+        assert (tuple(t.shape), tuple(t.stride())) == record[1:3]
+        assert (t.data_ptr() % 16 == 0) == record[3]
+        assert t.abs().sum() > 0

@@ -1,0 +1,142 @@
+"""Which of a model's matrix products lose to torch's, and how much of a training step does
+each one cost?
+
+One eager training step of a model of `benchmarks/models.json` (default: GPT-2 small of the
+training record) runs under a dispatch mode that records every aten `mm`, `addmm`, `bmm`
+and `baddbmm` it issues, forward and backward: the operands' shapes, strides and 16-byte
+alignment, and the scalars. Each distinct product is then replayed on fresh N(0, 1)
+operands of the same layout, as torch runs it (fp32, TF32 off) and under
+`torch_vecgemm.enable(precision)` for each precision asked, each timed with
+`benchmarks.common.time_ms` (median, L2 cleared) in the same process. It prints, product by
+product, the library's plan, the times, the ratio to torch and what the difference costs a
+step (calls a step x microseconds), then the step's products in total: where a precision
+loses to torch in a model, and on which products first. Needs a GPU.
+
+    python -m benchmarks.probes.model_products [--model gpt2-small] [--precision ieee,3xtf32]
+        [--out FILE.json]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import torch_vecgemm
+from benchmarks import train
+from benchmarks.common import time_ms
+
+aten = torch.ops.aten
+PRODUCTS = {aten.mm.default: "mm", aten.addmm.default: "addmm", aten.bmm.default: "bmm",
+            aten.baddbmm.default: "baddbmm"}
+
+
+def layout(t):
+    """A tensor's layout as a hashable record: shape, strides, whether it starts 16-byte aligned."""
+    return ("tensor", tuple(t.shape), tuple(t.stride()), t.data_ptr() % 16 == 0)
+
+
+class ProductRecorder(TorchDispatchMode):
+    """Counts each distinct product (op, operand layouts, scalars) dispatched inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.counts = collections.Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in PRODUCTS and all(a.dtype == torch.float32 for a in args if isinstance(a, torch.Tensor)):
+            record = tuple(layout(a) if isinstance(a, torch.Tensor) else ("value", a) for a in args)
+            self.counts[(PRODUCTS[func], record, tuple(sorted(kwargs.items())))] += 1
+        return func(*args, **kwargs)
+
+
+def record_step(model_name, device="cuda"):
+    """{(op, operand records, kwargs): calls} of one eager training step of the model."""
+    configs = train.load_configs()
+    config = dict(configs["models"][model_name])
+    base = train.build(config, seed=0).to(device)
+    model, _ = train.variant(base, train.TORCH)
+    opt, _ = train.optimizer(model, configs["training"], schedule=False)
+    tokens = torch.randint(0, config["vocab"], (config["batch"], config["context"] + 1),
+                           generator=torch.Generator().manual_seed(0)).to(device)
+    x, y = tokens[:, :-1], tokens[:, 1:]
+    train.train_step(model, model, opt, configs["training"]["clip"], x, y)  # warm: lazy state
+    recorder = ProductRecorder()
+    with recorder:
+        train.train_step(model, model, opt, configs["training"]["clip"], x, y)
+    return recorder.counts
+
+
+def operand(record, generator, device="cuda"):
+    """A fresh tensor of N(0, 1) values laid out as `record` says (strides and alignment)."""
+    _, shape, stride, aligned = record
+    span = 1 + sum((n - 1) * s for n, s in zip(shape, stride) if n > 0)
+    offset = 0 if aligned else 1
+    storage = torch.randn(span + offset, generator=generator, device=device)
+    return storage[offset:].as_strided(shape, stride)
+
+
+def describe(op, records):
+    shapes = [r[1] for r in records if r[0] == "tensor"]
+    a, b = shapes[-2], shapes[-1]
+    orders = "".join("r" if r[2][-1] == 1 else "c" for r in records[-2:])
+    batch = f"{a[0]}x" if len(a) == 3 else ""
+    aligned = "" if all(r[3] for r in records[-2:]) else ", unaligned"
+    return f"{op} {batch}{a[-2]}x{b[-1]}x{a[-1]} {orders}{aligned}"
+
+
+def replay(key, precisions, generator):
+    op, records, kwargs = key
+    func = getattr(aten, op).default
+    args = [operand(r, generator) if r[0] == "tensor" else r[1] for r in records]
+    A, B = args[-2], args[-1]
+    row = {"product": describe(op, records)}
+    row["torch_us"] = time_ms(lambda: func(*args, **dict(kwargs))) * 1e3
+    for precision in precisions:
+        plan = torch_vecgemm.plan(A, B, precision=precision)
+        with torch_vecgemm.enable(precision):
+            us = time_ms(lambda: func(*args, **dict(kwargs))) * 1e3
+        row[precision] = {"plan": str(plan), "us": us, "x_torch": row["torch_us"] / us}
+    return row
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="gpt2-small", help="a model of benchmarks/models.json")
+    ap.add_argument("--precision", default="ieee,3xtf32", help="the switch's precisions, comma-separated")
+    ap.add_argument("--out", help="write the products and totals to this JSON file")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("model_products needs a CUDA GPU")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    precisions = args.precision.split(",")
+    counts = record_step(args.model)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    rows, totals = [], collections.Counter()
+    for key, calls in sorted(counts.items(), key=lambda kv: str(kv[0])):
+        row = replay(key, precisions, generator)
+        row["calls"] = calls
+        totals["torch"] += calls * row["torch_us"]
+        for p in precisions:
+            totals[p] += calls * row[p]["us"]
+            row[p]["step_us_over_torch"] = calls * (row[p]["us"] - row["torch_us"])
+        rows.append(row)
+    for p in precisions:
+        print(f"\n== {args.model}, switch {p}: products {totals[p] / 1e3:.2f} ms a step against torch's "
+              f"{totals['torch'] / 1e3:.2f} ({totals['torch'] / totals[p]:.3f}x)")
+        print(f"{'product':44s} {'calls':>5s} {'torch us':>9s} {'ours us':>9s} {'x torch':>7s} {'step us':>8s}  plan")
+        for row in sorted(rows, key=lambda r: -r[p]["step_us_over_torch"]):
+            q = row[p]
+            print(f"{row['product']:44s} {row['calls']:5d} {row['torch_us']:9.1f} {q['us']:9.1f} {q['x_torch']:7.3f} "
+                  f"{q['step_us_over_torch']:+8.0f}  {q['plan']}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"model": args.model, "products": rows, "totals_us": dict(totals)}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
