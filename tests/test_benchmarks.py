@@ -400,7 +400,7 @@ def test_model_products_records_a_training_steps_products_and_rebuilds_their_lay
     """The tiny GPT's step issues its Linear layers' products in the three layouts a Linear
     makes (forward x @ W.T: rc; input gradient: rr; weight gradient: cr), each counted once
     per layer; a replayed operand has the recorded shape, strides and alignment."""
-    from benchmarks.probes.model_products import describe, operand, record_step
+    from benchmarks.probes.model_products import describe, operand, record_step, replay
 
     counts = record_step("tiny-gpt", device="cpu")
     described = collections.Counter()
@@ -416,3 +416,8 @@ def test_model_products_records_a_training_steps_products_and_rebuilds_their_lay
         assert (tuple(t.shape), tuple(t.stride())) == record[1:3]
         assert (t.data_ptr() % 16 == 0) == record[3]
         assert t.abs().sum() > 0
+    # A replay times the product both ways (on the CPU the switch leaves it to torch).
+    key = next(k for k in counts if describe(k[0], k[1]) == "addmm 256x64x32 rc")
+    row = replay(key, ["ieee"], generator, device="cpu")
+    assert row["product"] == "addmm 256x64x32 rc" and row["torch_us"] > 0 and row["ieee"]["us"] > 0
+    assert row["ieee"]["plan"].startswith("fallback")

@@ -89,10 +89,12 @@ def describe(op, records):
     return f"{op} {batch}{a[-2]}x{b[-1]}x{a[-1]} {orders}{aligned}"
 
 
-def replay(key, precisions, generator):
+def replay(key, precisions, generator, device="cuda"):
+    """One recorded product timed as torch runs it and under the switch in each precision:
+    {"product", "torch_us", precision: {"plan", "us", "x_torch"}}."""
     op, records, kwargs = key
     func = getattr(aten, op).default
-    args = [operand(r, generator) if r[0] == "tensor" else r[1] for r in records]
+    args = [operand(r, generator, device) if r[0] == "tensor" else r[1] for r in records]
     A, B = args[-2], args[-1]
     row = {"product": describe(op, records)}
     row["torch_us"] = time_ms(lambda: func(*args, **dict(kwargs))) * 1e3
