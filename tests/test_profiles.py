@@ -51,9 +51,11 @@ def test_a_new_file_serves_a_new_gpu_with_its_own_figures(tmp_path):
     doc["rates"]["bytes_per_ns"] /= 4
     (tmp_path / "test_gpu.json").write_text(json.dumps(doc))
     assert _profiles.load(tmp_path) == ["a GPU of the test"]
-    # A plan made before keeps its prices (plans are cached); a device recorded now is new.
+    # The device planned before is planned anew (its plan was cached under the old
+    # profile), and so is one recorded now.
+    assert _testing.profile_name(neutral_device) == "a GPU of the test"
+    assert plan(neutral_device, 4096, 4096, 4096)["predicted_us"] > 3 * before
     device = _testing.add_recorded_device(facts(87, 16))
-    assert _testing.profile_name(device) == "a GPU of the test"
     assert plan(device, 4096, 4096, 4096)["predicted_us"] > 3 * before
     # Other GPUs are unchanged.
     assert _testing.profile_name(_testing.add_recorded_device(facts(90, 132))) == "NVIDIA H200"

@@ -139,8 +139,8 @@ double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk
 }
 
 std::mutex g_mutex;
-// model_best_ns per key: ranking every candidate costs tens of microseconds, as much as a
-// small GEMM, so it happens once per problem shape.
+// model_best_ns per key, device and profiles' generation: ranking every candidate costs
+// tens of microseconds, as much as a small GEMM, so it happens once per problem shape.
 std::unordered_map<std::string, double> g_best_ns;
 
 }  // namespace
@@ -214,7 +214,8 @@ std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& ke
 }
 
 double model_best_ns(const ProblemKey& key) {
-  const std::string name = key.str() + "/d" + std::to_string(key.device);
+  const std::string name =
+      key.str() + "/d" + std::to_string(key.device) + "/p" + std::to_string(profiles_generation());
   {
     std::lock_guard<std::mutex> lock(g_mutex);
     auto it = g_best_ns.find(name);

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -28,6 +29,7 @@ struct KeptProfile {
 };
 std::mutex g_profiles_mutex;
 std::deque<KeptProfile> g_profiles;
+std::atomic<uint64_t> g_profiles_generation{0};
 
 // The profile's scalars: rates and costs, by the names its file gives them.
 struct ScalarField {
@@ -288,7 +290,10 @@ void add_device_profile(const ProfileData& data) {
     if (kept.profile.name == p.name || (kept.profile.capability == p.capability && kept.profile.sms == p.sms))
       kept.retired = true;
   g_profiles.push_back({std::move(p), false});
+  ++g_profiles_generation;
 }
+
+uint64_t profiles_generation() { return g_profiles_generation.load(); }
 
 const DeviceProfile& profile_of(int device) {
   const int capability = compute_capability(device), sms = sm_count(device);

@@ -87,6 +87,10 @@ struct DeviceProfile {
 // one is loaded, else the neutral one. Valid for the life of the process.
 const DeviceProfile& profile_of(int device);
 
+// Counts the profiles added (add_device_profile): a plan made under another count may have
+// been priced with a profile since retired.
+uint64_t profiles_generation();
+
 // Facts of the device, queried once and remembered for a CUDA device (thread-safe).
 int sm_count(int device);
 int compute_capability(int device);  // 10 * major + minor: 90 for sm_90

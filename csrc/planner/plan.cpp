@@ -96,13 +96,13 @@ double plan_copies(const Problem& p, Plan& plan) {
   return best_ns;
 }
 
-// The model's choice, remembered per key and config restriction: ranking every candidate
-// costs tens of microseconds, as much as a small GEMM.
+// The model's choice, remembered per key, config restriction, device and profiles'
+// generation: ranking every candidate costs tens of microseconds, as much as a small GEMM.
 TilingChoice model_choice(const ProblemKey& key, std::optional<int> only_config) {
   static std::mutex mutex;
   static std::unordered_map<std::string, TilingChoice> choices;
-  const std::string name =
-      key.str() + "/" + std::to_string(only_config.value_or(-1)) + "/d" + std::to_string(key.device);
+  const std::string name = key.str() + "/" + std::to_string(only_config.value_or(-1)) + "/d" +
+                           std::to_string(key.device) + "/p" + std::to_string(profiles_generation());
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = choices.find(name);
@@ -205,15 +205,17 @@ int variant_code(const Variant& variant) {
 
 // The plan cache's key: everything plan() reads, the problem (its leading dimensions only
 // through the vec4 flags), the variant, and the state of the process that can change a
-// choice (the tuning cache's generation, autotune mode, deterministic mode).
+// choice (the tuning cache's and the device profiles' generations, autotune mode,
+// deterministic mode).
 struct PlanKey {
   int64_t batch, m, n, k;
   int device, variant;
   unsigned flags;
-  uint64_t tuning_generation;
+  uint64_t tuning_generation, profiles_generation;
   bool operator==(const PlanKey& o) const {
     return batch == o.batch && m == o.m && n == o.n && k == o.k && device == o.device && variant == o.variant &&
-           flags == o.flags && tuning_generation == o.tuning_generation;
+           flags == o.flags && tuning_generation == o.tuning_generation &&
+           profiles_generation == o.profiles_generation;
   }
 };
 
@@ -222,7 +224,7 @@ struct PlanKeyHash {
     size_t h = 0;
     for (const uint64_t v : {uint64_t(key.batch), uint64_t(key.m), uint64_t(key.n), uint64_t(key.k),
                              uint64_t(key.device), uint64_t(int64_t(key.variant)), uint64_t(key.flags),
-                             key.tuning_generation})
+                             key.tuning_generation, key.profiles_generation})
       h = (h ^ v) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
   }
@@ -235,7 +237,8 @@ PlanKey plan_key(const Problem& p, const Variant& variant, Precision precision) 
                        autotune_enabled(), precision == Precision::Tf32x3})
     flags |= unsigned(b) << bit++;
   const GemmShape& s = p.shape;
-  return PlanKey{s.batch, s.m, s.n, s.k, p.device, variant_code(variant), flags, tuning_generation()};
+  return PlanKey{s.batch, s.m, s.n, s.k, p.device, variant_code(variant), flags, tuning_generation(),
+                 profiles_generation()};
 }
 
 // allow_copies = false plans for the operands as they are (a plan's without_copies).
