@@ -23,7 +23,7 @@ std::vector<std::string> available_variants() { return {"auto"}; }
 void set_autotune(bool) {}
 bool autotune_enabled() { return false; }
 std::vector<TuningEntry> tuning_entries() { return {}; }
-void add_tuning_entry(const std::string&, const std::string&, int, bool) {
+void add_tuning_entry(const std::string&, const std::string&, int, bool, bool) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: nothing to tune");
 }
 std::string tuning_key(const at::Tensor&, const at::Tensor&) {

@@ -119,7 +119,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("autotune_enabled", &vecgemm::autotune_enabled);
   m.def("tuning_entries", &vecgemm::tuning_entries);
   m.def("add_tuning_entry", &vecgemm::add_tuning_entry, py::arg("key"), py::arg("config"), py::arg("splits"),
-        py::arg("stream_k") = false);
+        py::arg("stream_k") = false, py::arg("torch_faster") = false);
   m.def("tuning_key", &vecgemm::tuning_key, py::arg("A"), py::arg("B"),
         "The tuning cache's key for A @ B under the auto variant (after its copies).");
   m.def("clear_tuning_cache", &vecgemm::clear_tuning_cache);

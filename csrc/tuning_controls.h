@@ -11,12 +11,14 @@ namespace vecgemm {
 
 void set_autotune(bool enabled);
 bool autotune_enabled();
-// (problem key, configuration name, split-K factor, stream-K tail), sorted by key.
-using TuningEntry = std::tuple<std::string, std::string, int, bool>;
+// (problem key, configuration name, split-K factor, stream-K tail, torch.matmul timed
+// faster), sorted by key.
+using TuningEntry = std::tuple<std::string, std::string, int, bool, bool>;
 std::vector<TuningEntry> tuning_entries();
 // stream_k asks for the stream-K tail (unsplit only); where the problem has none, the
-// tiling runs without it.
-void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k);
+// tiling runs without it. torch_faster: the lenient op hands the problem to torch.matmul.
+void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k,
+                      bool torch_faster);
 // The key under which the auto variant caches the choice for A @ B (of the operands it
 // multiplies, after its copies; D freshly allocated).
 std::string tuning_key(const at::Tensor& A, const at::Tensor& B);

@@ -68,7 +68,7 @@ def test_cache_file_entries_are_checked_one_by_one(tmp_path):
     path.write_text(json.dumps({"format": 3, "build": {"torch_vecgemm": "0.0.0"}, "entries": entries}))
     with pytest.warns(TuningCacheWarning) as caught:
         assert torch_vecgemm.load_tuning_cache(path) == 1
-    assert torch_vecgemm.tuning_cache() == {good: ("tiled_64x64x8_t84", 2, False)}
+    assert torch_vecgemm.tuning_cache() == {good: ("tiled_64x64x8_t84", 2, False, False)}
     assert sum("skipped" in str(w.message) for w in caught) == 4
     assert any("another build" in str(w.message) for w in caught)
     torch_vecgemm._C.clear_tuning_cache()
@@ -97,7 +97,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "cache.json"
     torch_vecgemm.save_tuning_cache(path)
     before = path.read_bytes()
-    assert json.loads(before)["format"] == 3
+    assert json.loads(before)["format"] == 4
 
     def crash(*args):
         raise OSError("disk full")

@@ -354,7 +354,7 @@ def test_planning_allocates_and_launches_nothing(rng, clean_tuning):
     assert torch.cuda.memory_stats()["allocation.all.allocated"] == allocations
     assert any(p.copy_a for p in plans) and any(p.split_k > 1 for p in plans) and any(p.stream_k for p in plans), plans
     assert cuda_kernels_launched(plan_all) == []
-    assert torch_vecgemm.tuning_cache() == {torch_vecgemm._C.tuning_key(tail_a, tail_b): (STREAM_K_TILING, 1, True)}
+    assert torch_vecgemm.tuning_cache() == {torch_vecgemm._C.tuning_key(tail_a, tail_b): (STREAM_K_TILING, 1, True, False)}
     # The checks see what there is to see: running a product allocates and launches.
     assert cuda_kernels_launched(lambda: ops.sgemm(*problems[1]))
     assert torch.cuda.memory_stats()["allocation.all.allocated"] > allocations

@@ -9,12 +9,14 @@ import pytest
 import torch
 
 import torch_vecgemm
+from benchmarks.common import torch_handoff
 from conftest import (
     STREAM_K_TILING,
     TILINGS,
     aligned_operand,
     assert_gemm_close,
     block_tile,
+    copied_problem,
     force_choice,
     gpu,
     randn,
@@ -43,19 +45,30 @@ def test_tuning_cache_roundtrip(tmp_path, clean_tuning):
     config = TILINGS[0]
     torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4_d4", config, 2)
     torch_vecgemm._C.add_tuning_entry("b1_m9_n8_k8_rr_v4_d4", config, 1, stream_k=True)
+    torch_vecgemm._C.add_tuning_entry("b1_m10_n8_k8_rr_v4_d4", config, 3, torch_faster=True)
     torch_vecgemm.save_tuning_cache(path)
     torch_vecgemm._C.clear_tuning_cache()
     assert torch_vecgemm.tuning_cache() == {}
-    assert torch_vecgemm.load_tuning_cache(path) == 2
-    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4_d4": (config, 2, False), "b1_m9_n8_k8_rr_v4_d4": (config, 1, True)}
+    assert torch_vecgemm.load_tuning_cache(path) == 3
+    assert torch_vecgemm.tuning_cache() == {"b1_m8_n8_k8_rr_v4_d4": (config, 2, False, False),
+                                            "b1_m9_n8_k8_rr_v4_d4": (config, 1, True, False),
+                                            "b1_m10_n8_k8_rr_v4_d4": (config, 3, False, True)}
     torch_vecgemm._C.clear_tuning_cache()
     # An entry without one of its fields is skipped, the rest loaded.
+    path.write_text(json.dumps({"format": 4, "entries": {
+        "b1_m8_n8_k8_rr_v4_d4": {"config": config, "splits": 3, "stream_k": False},
+        "b1_m9_n8_k8_rr_v4_d4": {"config": config, "splits": 2, "stream_k": False, "torch_faster": True}}}))
+    with pytest.warns(torch_vecgemm._tuning.TuningCacheWarning, match="b1_m8_n8_k8_rr_v4_d4"):
+        assert torch_vecgemm.load_tuning_cache(path) == 1
+    assert torch_vecgemm.tuning_cache() == {"b1_m9_n8_k8_rr_v4_d4": (config, 2, False, True)}
+    torch_vecgemm._C.clear_tuning_cache()
+    # Format 3 came before torch.matmul was timed: its entries keep the problem on the kernels.
     path.write_text(json.dumps({"format": 3, "entries": {
         "b1_m8_n8_k8_rr_v4_d4": {"config": config, "splits": 3},
         "b1_m9_n8_k8_rr_v4_d4": {"config": config, "splits": 2, "stream_k": False}}}))
     with pytest.warns(torch_vecgemm._tuning.TuningCacheWarning, match="b1_m8_n8_k8_rr_v4_d4"):
         assert torch_vecgemm.load_tuning_cache(path) == 1
-    assert torch_vecgemm.tuning_cache() == {"b1_m9_n8_k8_rr_v4_d4": (config, 2, False)}
+    assert torch_vecgemm.tuning_cache() == {"b1_m9_n8_k8_rr_v4_d4": (config, 2, False, False)}
     torch_vecgemm._C.clear_tuning_cache()
     with pytest.raises(RuntimeError, match="unknown .*'no_such_config'"):
         torch_vecgemm._C.add_tuning_entry("b1_m8_n8_k8_rr_v4_d4", "no_such_config", 1)
@@ -72,7 +85,7 @@ def test_autotune_mode(tmp_path, rng, clean_tuning):
     assert any(k.startswith("b1_m384_n320_k200") and k.endswith("_d4") for k in cache), cache
     assert any(k.startswith("b1_m384_n321_k200") and k.endswith("_d1") for k in cache), cache
     # The plan is the tuned choice now.
-    kernel, splits, tail = cache[torch_vecgemm._C.tuning_key(A, B)]
+    kernel, splits, tail, _ = cache[torch_vecgemm._C.tuning_key(A, B)]
     plan = torch_vecgemm.plan(A, B)
     assert (plan.kernel, plan.split_k, plan.stream_k) == (kernel, splits, tail), plan
     assert_gemm_close(run_strict(A, B), A, B)  # cached choice
@@ -82,6 +95,47 @@ def test_autotune_mode(tmp_path, rng, clean_tuning):
     assert torch_vecgemm.load_tuning_cache(tmp_path / "t.json") >= 1
     assert torch_vecgemm.tuning_cache() == cache
     assert_gemm_close(run_strict(A, B), A, B)
+
+
+@gpu
+def test_autotune_times_torch_and_hands_where_it_won(rng, clean_tuning, torch_handoff_on):
+    # Autotune times torch.matmul's product beside the kernels. Where torch's won, the lenient
+    # functions hand the problem to it, bit for bit torch's, and the plan says why; the strict
+    # op runs the fastest kernel either way. A loaded or added entry decides as a timed one.
+    torch_vecgemm.autotune(True)
+    A, B = randn(rng, 384, 200), randn(rng, 200, 320)
+    assert_gemm_close(torch_vecgemm.mm(A, B), A, B)  # its first call tunes it
+    key = torch_vecgemm._C.tuning_key(A, B)
+    kernel, splits, tail, torch_faster = torch_vecgemm.tuning_cache()[key]
+    assert type(torch_faster) is bool
+    assert (torch_vecgemm.plan(A, B).family == "torch") == torch_faster
+    for faster in (True, False):
+        torch_vecgemm._C.add_tuning_entry(key, kernel, splits, tail, torch_faster=faster)
+        plan = torch_vecgemm.plan(A, B)
+        assert (plan.family == "torch") == faster, plan
+        if faster:
+            assert "timed faster (autotune)" in str(plan) and plan.precision == "ieee"
+            assert torch.equal(torch_vecgemm.mm(A, B), torch.mm(A, B))
+        else:
+            assert (plan.kernel, plan.split_k, plan.stream_k) == (kernel, splits, tail), plan
+            assert_gemm_close(torch_vecgemm.mm(A, B), A, B)
+        assert_gemm_close(run_strict(A, B), A, B)
+
+
+@gpu
+def test_autotune_weighs_torch_against_the_copies_too(rng, clean_tuning, torch_handoff_on):
+    # A plan that copies its operands is timed, copies and all, against torch.matmul on the
+    # operands as given; the entry is recorded under the key after the copies, and the
+    # lenient op follows it, with the right product either way.
+    A, B = copied_problem(rng)
+    with torch_handoff(False):
+        copying = torch_vecgemm.plan(A, B)
+    assert copying.copy_a is not None and copying.copy_b is not None, copying
+    torch_vecgemm.autotune(True)
+    assert_gemm_close(torch_vecgemm.mm(A, B), A, B)
+    entry = torch_vecgemm.tuning_cache()[torch_vecgemm._C.tuning_key(A, B)]
+    assert (torch_vecgemm.plan(A, B).family == "torch") == entry[3], (entry, torch_vecgemm.plan(A, B))
+    assert_gemm_close(torch_vecgemm.mm(A, B), A, B)
 
 
 @gpu

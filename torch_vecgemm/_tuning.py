@@ -2,8 +2,11 @@
 
 By default the kernel config and split-K factor are chosen per shape by a cost model over
 the configs in csrc/kernels/simt/kernel_configs.h. In autotune mode the model's best few candidates
-are timed once for each new problem (shape, storage orders, alignment) and the fastest is
-remembered for the process; ``save_tuning_cache`` / ``load_tuning_cache`` keep it on disk.
+are timed once for each new problem (shape, storage orders, alignment), with torch.matmul's
+own product beside them, and the fastest is remembered for the process: where torch's was
+faster, the lenient functions (``mm``, ``sgemm``, ``nn.Linear``, the switch) hand the
+problem to it, and the strict ops run the fastest kernel. ``save_tuning_cache`` /
+``load_tuning_cache`` keep the choices on disk.
 ``VECGEMM_AUTOTUNE=1`` turns the mode on at import, and ``VECGEMM_TUNING_CACHE=path``
 loads a saved cache at import. Under ``torch.use_deterministic_algorithms(True)`` neither
 timing nor the cache is used: the model chooses, the same in every process.
@@ -23,8 +26,10 @@ from . import _C
 from ._build import build_info
 
 # The file's format: its "build" (what the entries depend on) and each entry's config,
-# splits and stream_k. Formats 1 and 2 came before any release and are not read.
-_FORMAT = 3
+# splits, stream_k and torch_faster. Format 3 (no torch_faster: torch.matmul was not timed)
+# is read as torch slower; formats 1 and 2 came before any release and are not read.
+_FORMAT = 4
+_READ_FORMATS = (3, 4)
 
 
 class TuningCacheWarning(UserWarning):
@@ -36,10 +41,12 @@ def autotune(enabled: bool = True) -> None:
     _C.set_autotune(bool(enabled))
 
 
-def tuning_cache() -> dict[str, tuple[str, int, bool]]:
-    """Problem key -> (kernel config name, split-K factor, stream-K tail) chosen so far by
-    autotuning or loaded. ``_C.tuning_key(A, B)`` gives the key of a product."""
-    return {key: (config, splits, stream_k) for key, config, splits, stream_k in _C.tuning_entries()}
+def tuning_cache() -> dict[str, tuple[str, int, bool, bool]]:
+    """Problem key -> (kernel config name, split-K factor, stream-K tail, torch.matmul timed
+    faster) chosen so far by autotuning or loaded. ``_C.tuning_key(A, B)`` gives the key of
+    a product."""
+    return {key: (config, splits, stream_k, torch_faster)
+            for key, config, splits, stream_k, torch_faster in _C.tuning_entries()}
 
 
 def _build_identity() -> dict:
@@ -53,7 +60,8 @@ def save_tuning_cache(path: str | os.PathLike) -> None:
     """Write the cache to ``path`` atomically (a temporary file beside it, then a rename), so
     that a crash mid-save leaves the old file, not a damaged one."""
     path = os.fspath(path)
-    entries = {key: {"config": c, "splits": s, "stream_k": t} for key, (c, s, t) in tuning_cache().items()}
+    entries = {key: {"config": c, "splits": s, "stream_k": t, "torch_faster": f}
+               for key, (c, s, t, f) in tuning_cache().items()}
     text = json.dumps({"format": _FORMAT, "build": _build_identity(), "entries": entries}, indent=1, sort_keys=True)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".tuning-", suffix=".json", dir=folder)
@@ -79,7 +87,7 @@ def load_tuning_cache(path: str | os.PathLike) -> int:
             data = json.load(f)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not a torch_vecgemm tuning cache ({type(e).__name__}: {e})") from None
-    if not isinstance(data, dict) or data.get("format") != _FORMAT or not isinstance(data.get("entries"), dict):
+    if not isinstance(data, dict) or data.get("format") not in _READ_FORMATS or not isinstance(data.get("entries"), dict):
         found = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise ValueError(f"{path}: not a torch_vecgemm tuning cache of format {_FORMAT} (format {found!r}); "
                          "tune again (torch_vecgemm.autotune(True)) and save it with this build")
@@ -91,9 +99,12 @@ def load_tuning_cache(path: str | os.PathLike) -> int:
     for key, entry in data["entries"].items():
         try:
             config, splits, stream_k = entry["config"], entry["splits"], entry["stream_k"]
-            if not (isinstance(config, str) and type(splits) is int and isinstance(stream_k, bool)):
-                raise TypeError(f"config must be a string, splits an integer, stream_k true or false: {entry!r}")
-            _C.add_tuning_entry(key, config, splits, stream_k)
+            torch_faster = entry["torch_faster"] if data["format"] >= 4 else False
+            if not (isinstance(config, str) and type(splits) is int and isinstance(stream_k, bool)
+                    and isinstance(torch_faster, bool)):
+                raise TypeError("config must be a string, splits an integer, stream_k and torch_faster true or "
+                                f"false: {entry!r}")
+            _C.add_tuning_entry(key, config, splits, stream_k, torch_faster)
             loaded += 1
         except (RuntimeError, KeyError, TypeError) as e:
             warnings.warn(f"{path}: entry {key!r} skipped: {e}", TuningCacheWarning, stacklevel=2)

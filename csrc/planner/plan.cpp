@@ -357,8 +357,8 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   // Under torch.use_deterministic_algorithms(True) the choice depends on the problem alone:
   // the cost model's, never a timing (autotuned entries differ between processes).
   const bool timed_choices = auto_select && !at::globalContext().deterministicAlgorithms();
-  const std::optional<TilingChoice> tuned = timed_choices ? tuned_choice(out.key) : std::nullopt;
-  out.tiling = tuned ? *tuned : model_choice(out.key, only_config);
+  const std::optional<TunedChoice> tuned = timed_choices ? tuned_choice(out.key) : std::nullopt;
+  out.tiling = tuned ? tuned->tiling : model_choice(out.key, only_config);
   out.autotune_pending = timed_choices && !tuned && autotune_enabled();
 
   const KernelConfig& config = kKernelConfigs[out.tiling.config];
@@ -368,6 +368,8 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   out.tiling.splits = int(ceil_div(out.key.k, slice));
   if (out.tiling.stream_k && out.tiling.splits == 1) out.stream_k = stream_k_schedule(out.key, out.tiling.config);
   out.tiling.stream_k = out.stream_k.has_value();
+  // Where autotune timed this problem, its measurement hands it to torch or keeps it, not the rule.
+  if (tuned && tuned->torch_faster) out.torch_faster = "torch.matmul was timed faster (autotune)";
   if (auto_select && !tuned && !out.autotune_pending) out.torch_faster = torch_faster(s, out);
   return out;
 }

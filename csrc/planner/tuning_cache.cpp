@@ -18,22 +18,22 @@ namespace {
 
 std::mutex g_mutex;
 std::atomic<bool> g_autotune{env_flag("VECGEMM_AUTOTUNE", false)};
-std::unordered_map<std::string, TilingChoice> g_tuned;  // autotuned, loaded or added choices
+std::unordered_map<std::string, TunedChoice> g_tuned;    // autotuned, loaded or added choices
 std::atomic<uint64_t> g_generation{0};                  // changes to g_tuned
 
 }  // namespace
 
-std::optional<TilingChoice> tuned_choice(const ProblemKey& key) {
+std::optional<TunedChoice> tuned_choice(const ProblemKey& key) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_tuned.find(key.str());
   if (it == g_tuned.end()) return std::nullopt;
   // A config with no kernel for this problem's storage orders and alignment (an entry added
   // for another build, say) is passed over: the model chooses.
-  if (tiled_kernel(it->second.config, key.la, key.lb, key.vec4).launch == nullptr) return std::nullopt;
+  if (tiled_kernel(it->second.tiling.config, key.la, key.lb, key.vec4).launch == nullptr) return std::nullopt;
   return it->second;
 }
 
-void record_tuned_choice(const ProblemKey& key, TilingChoice choice) {
+void record_tuned_choice(const ProblemKey& key, TunedChoice choice) {
   std::lock_guard<std::mutex> lock(g_mutex);
   g_tuned[key.str()] = choice;
   ++g_generation;
@@ -48,12 +48,14 @@ std::vector<TuningEntry> tuning_entries() {
   std::lock_guard<std::mutex> lock(g_mutex);
   std::vector<TuningEntry> out;
   for (const auto& [key, choice] : g_tuned)
-    out.emplace_back(key, kernel_config_name(choice.config), choice.splits, choice.stream_k);
+    out.emplace_back(key, kernel_config_name(choice.tiling.config), choice.tiling.splits, choice.tiling.stream_k,
+                     choice.torch_faster);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k) {
+void add_tuning_entry(const std::string& key, const std::string& config, int splits, bool stream_k,
+                      bool torch_faster) {
   const auto problem = ProblemKey::parse(key);
   TORCH_CHECK(problem.has_value(), "vecgemm: '", key, "' is not a tuning key (b<batch>_m<M>_n<N>_k<K>_<orders>_v<1|4>_d<1|4>, ",
               "as torch_vecgemm._C.tuning_key(A, B) gives)");
@@ -66,7 +68,7 @@ void add_tuning_entry(const std::string& key, const std::string& config, int spl
   TORCH_CHECK(splits >= 1 && splits <= kMaxSplits, "vecgemm: split count must be between 1 and ",
               std::to_string(kMaxSplits), ", got ", std::to_string(splits));
   std::lock_guard<std::mutex> lock(g_mutex);
-  g_tuned[key] = TilingChoice{*row, splits, stream_k};
+  g_tuned[key] = TunedChoice{TilingChoice{*row, splits, stream_k}, torch_faster};
   ++g_generation;
 }
 

@@ -16,13 +16,9 @@ namespace {
 // Autotune times this many of the model's best candidates.
 constexpr int kAutotuneCandidates = 6;
 
-// Median of a few timed runs into a scratch output, so the caller's tensors are untouched.
-float time_choice(GemmParams p, const ProblemKey& key, TilingChoice choice, float* scratch, cudaStream_t stream) {
-  p.d = scratch;
-  p.d_ld = key.n;
-  p.d_batch_stride = int64_t(key.m) * key.n;
-  p.d_vec4 = key.n % 4 == 0;
-  run_tiled(p, key, choice, stream);  // warm-up
+// Median milliseconds of a few timed runs of `work` on the stream, after one to warm up.
+float median_ms(const std::function<void()>& work, cudaStream_t stream) {
+  work();
   constexpr int kReps = 5;
   std::vector<float> ms(kReps);
   cudaEvent_t start, stop;
@@ -30,7 +26,7 @@ float time_choice(GemmParams p, const ProblemKey& key, TilingChoice choice, floa
   C10_CUDA_CHECK(cudaEventCreate(&stop));
   for (int r = 0; r < kReps; ++r) {
     C10_CUDA_CHECK(cudaEventRecord(start, stream));
-    run_tiled(p, key, choice, stream);
+    work();
     C10_CUDA_CHECK(cudaEventRecord(stop, stream));
     C10_CUDA_CHECK(cudaEventSynchronize(stop));
     C10_CUDA_CHECK(cudaEventElapsedTime(&ms[r], start, stop));
@@ -41,6 +37,26 @@ float time_choice(GemmParams p, const ProblemKey& key, TilingChoice choice, floa
   return ms[kReps / 2];
 }
 
+// A candidate's time into a scratch output, so the caller's tensors are untouched.
+float time_choice(GemmParams p, const ProblemKey& key, TilingChoice choice, float* scratch, cudaStream_t stream) {
+  p.d = scratch;
+  p.d_ld = key.n;
+  p.d_batch_stride = int64_t(key.m) * key.n;
+  p.d_vec4 = key.n % 4 == 0;
+  return median_ms([&] { run_tiled(p, key, choice, stream); }, stream);
+}
+
+// Whether torch.matmul's product beat `kernel_ms` plus the copies; false where its output
+// (or a copy) cannot be allocated: the kernels keep the problem.
+bool torch_timed_faster(const TorchRival& rival, float kernel_ms, cudaStream_t stream) {
+  try {
+    const float copies_ms = rival.copies ? median_ms(rival.copies, stream) : 0.0f;
+    return median_ms(rival.torch_product, stream) < kernel_ms + copies_ms;
+  } catch (const c10::OutOfMemoryError&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 bool capturing(cudaStream_t stream) {
@@ -49,7 +65,7 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-TilingChoice autotune(const ProblemKey& key, const GemmParams& params, cudaStream_t stream) {
+TilingChoice autotune(const ProblemKey& key, const GemmParams& params, const TorchRival& rival, cudaStream_t stream) {
   const auto candidates = ranked_choices(key);
   TORCH_INTERNAL_ASSERT(!candidates.empty(), "vecgemm: no kernel config for ", key.str());
   at::Tensor scratch;
@@ -65,7 +81,7 @@ TilingChoice autotune(const ProblemKey& key, const GemmParams& params, cudaStrea
     const float ms = time_choice(params, key, candidates[i].second, scratch.data_ptr<float>(), stream);
     if (ms < best_ms) best_ms = ms, best = candidates[i].second;
   }
-  record_tuned_choice(key, best);
+  record_tuned_choice(key, TunedChoice{best, torch_timed_faster(rival, best_ms, stream)});
   return best;
 }
 

@@ -1,6 +1,10 @@
 #include "runtime/execute.h"
 
 #include <ATen/ATen.h>
+#include <ATen/ops/addmm_cuda_dispatch.h>
+#include <ATen/ops/baddbmm_cuda_dispatch.h>
+#include <ATen/ops/bmm_cuda_dispatch.h>
+#include <ATen/ops/mm_cuda_dispatch.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -15,6 +19,17 @@
 namespace vecgemm {
 namespace {
 
+// alpha * A @ B + beta * C as the lenient op computes it when it hands a problem to torch
+// (gemm_reference), on torch's CUDA kernels directly: under the whole-program switch at::mm
+// would come back to the library.
+at::Tensor torch_product(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
+                         double beta) {
+  const bool batched = A.dim() == 3;
+  if (C.has_value()) return batched ? at::cuda::baddbmm(*C, A, B, beta, alpha) : at::cuda::addmm(*C, A, B, beta, alpha);
+  at::Tensor out = batched ? at::cuda::bmm(A, B) : at::cuda::mm(A, B);
+  if (alpha != 1.0) out.mul_(alpha);
+  return out;
+}
 
 // The same values in storage of the given order, rows starting 16-byte aligned, with the K
 // dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu,
@@ -199,7 +214,15 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
     return;
   }
   TilingChoice choice = plan.tiling;
-  if (plan.autotune_pending && !capturing(stream)) choice = autotune(plan.key, p, stream);
+  if (plan.autotune_pending && !capturing(stream)) {
+    TorchRival rival{[&] { (void)torch_product(A, B, C, alpha, beta); }, nullptr};
+    if (plan.copy_a.made || plan.copy_b.made)
+      rival.copies = [&] {
+        if (plan.copy_a.made) (void)padded_copy(A, -1, plan.key.k, plan.copy_a.order);
+        if (plan.copy_b.made) (void)padded_copy(B, -2, plan.key.k, plan.copy_b.order);
+      };
+    choice = autotune(plan.key, p, rival, stream);
+  }
   run_tiled(p, plan.key, choice, stream);
 }
 
