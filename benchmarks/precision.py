@@ -121,11 +121,12 @@ def path(name, A, B):
     if name in (IEEE, TF32X3):
         precision = "ieee" if name == IEEE else "3xtf32"
         plan = torch_vecgemm.plan(A, B, precision=precision)
-        # Where the planner gives a 3xTF32 product to torch's fp32 (family "torch": slower or
-        # less accurate in 3xTF32 there), that is what the user gets: it runs. Where the GPU
-        # cannot run 3xTF32 at all, the path is not run.
-        if plan.family == "fallback" or (plan.precision != precision and plan.family != "torch"):
-            return None, f"not run: {plan.precision_fallback or plan.fallback_reason}"
+        # Where the planner declines 3xTF32 (slower or less accurate there), what the user gets
+        # runs: torch's fp32 or, for a matrix-vector product, gemv. Where the GPU cannot run
+        # 3xTF32 at all (the strict op refuses it), the path is not run.
+        refused = torch_vecgemm.fallback_reason(A, B, precision=precision)
+        if plan.family == "fallback" or refused is not None:
+            return None, f"not run: {refused or plan.fallback_reason}"
         return (lambda: torch_vecgemm.mm(A, B, precision=precision)), str(plan)
     if triton is None:
         return None, "not run: triton is not importable"

@@ -396,11 +396,9 @@ def test_fp32_serves_what_3xtf32_would_lose(rng):
     # Short sums (fp32's error under 3xTF32's floor) and small problems (3xTF32 not predicted
     # faster): the lenient functions hand the product to torch's fp32, which computes it
     # exactly as torch.mm does; plan() says so and why.
-    cases = [((700, 600, 40), "would be less accurate"), ((1, 4096, 4096), "would be less accurate"),
-             ((300, 300, 2048), "not predicted faster")]
+    cases = [((700, 600, 40), "would be less accurate"), ((300, 300, 2048), "not predicted faster")]
     for (m, n, k), why in cases:
-        A = randn(rng, m, k)
-        B = randn(rng, n, k).t() if m == 1 else randn(rng, k, n)  # x @ W.T for the decode shape
+        A, B = randn(rng, m, k), randn(rng, k, n)
         plan = torch_vecgemm.plan(A, B, precision="3xtf32")
         assert plan.family == "torch" and plan.kernel is None and plan.precision == "ieee", plan
         assert why in plan.precision_fallback and str(plan).startswith("torch fp32 ("), plan
@@ -418,6 +416,25 @@ def test_fp32_serves_what_3xtf32_would_lose(rng):
         assert tf32_on.precision == "ieee" and tf32_on.family in ("tiled", "async", "gemv"), tf32_on
         assert why in tf32_on.precision_fallback and why in str(tf32_on), tf32_on
         assert_gemm_close(out, A, B)
+
+
+@gpu
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (1, 768, 3072), (1, 4096, 11008), (4096, 1, 4096), (3072, 1, 768)])
+def test_a_matrix_vector_product_3xtf32_declines_runs_on_gemv(m, n, k, rng):
+    # fp32 sums a matrix-vector product in short chains, under 3xTF32's floor: the IEEE plan
+    # is gemv, whose 128 chains an output and shuffle tree sum more accurately than cuBLAS
+    # (and faster), so the lenient functions run it rather than hand the product to torch.
+    A = randn(rng, m, k)
+    B = randn(rng, n, k).t() if m == 1 else randn(rng, k, n)  # x @ W.T; W @ x
+    plan = torch_vecgemm.plan(A, B, precision="3xtf32")
+    assert (plan.family, plan.kernel, plan.precision) == ("gemv", "gemv", "ieee"), plan
+    assert "would be less accurate" in plan.precision_fallback and "IEEE fp32" in str(plan), plan
+    poison_allocator((m, n))
+    ours = torch_vecgemm.mm(A, B, precision="3xtf32")
+    assert_gemm_close(ours, A, B)
+    exact = A.double() @ B.double()
+    err = lambda out: (torch.linalg.norm(out.double() - exact) / torch.linalg.norm(exact)).item()
+    assert err(ours) <= err(_cublas(A, B)), (err(ours), err(_cublas(A, B)))
 
 
 @gpu

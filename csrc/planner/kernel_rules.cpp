@@ -237,7 +237,9 @@ bool torch_handoff_enabled() { return g_torch_handoff.load(); }
 // The lenient op hands a product to torch, whose product is then cuBLAS SGEMM, in two cases:
 //  - the planner declined 3xTF32 (plan.cpp, tf32x3_declined): cuBLAS is as fast as the IEEE
 //    kernels or faster on most such problems (small ones), and more accurate on short sums
-//    (cuBLAS splits them finer; docs/performance.md);
+//    (cuBLAS splits them finer; docs/performance.md). Not where the IEEE plan is gemv: its
+//    128 chains an output and shuffle tree sum a matrix-vector product more accurately
+//    than cuBLAS (0.25-0.82x its error on nine shapes of K 64 to 11008) and faster;
 //  - the device profile's rule predicts torch faster than the IEEE plan (Plan::torch_faster).
 // With TF32 allowed in torch's matmuls its product would lose fp32's accuracy, which both
 // precisions promise to keep: the kernels run. Under torch.use_deterministic_algorithms(True)
@@ -246,8 +248,8 @@ bool torch_handoff_enabled() { return g_torch_handoff.load(); }
 bool hands_to_torch(const Plan& plan) {
   const auto& context = at::globalContext();
   const bool torch_faster = plan.torch_faster.has_value() && g_torch_handoff.load(std::memory_order_relaxed);
-  return (plan.tf32x3_declined.has_value() || torch_faster) && !context.allowTF32CuBLAS() &&
-         !context.deterministicAlgorithms();
+  const bool declined = plan.tf32x3_declined.has_value() && plan.family != Family::Gemv;
+  return (declined || torch_faster) && !context.allowTF32CuBLAS() && !context.deterministicAlgorithms();
 }
 
 Reason kernel_violation(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,

@@ -48,7 +48,8 @@ Reason request_violation(const at::Tensor& A, const at::Tensor& B, const at::Ten
 Precision lenient_precision(int device, PrecisionRequest asked, Reason* why = nullptr);
 
 // Whether the lenient op hands a planned product to torch: where the planner declined
-// 3xTF32 (tf32x3_declined) or predicts torch faster (torch_faster), unless torch's product
+// 3xTF32 (tf32x3_declined) for a plan other than gemv, or where torch is faster
+// (torch_faster), unless torch's product
 // would lose fp32's accuracy (TF32 allowed) or raise (deterministic mode); kernel_rules.cpp
 // says why each.
 bool hands_to_torch(const Plan& plan);
