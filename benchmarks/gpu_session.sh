@@ -52,7 +52,7 @@ if step tests; then
     TAIL=20 run tests_$((i + 1)) ${TESTS_LIMIT:-420} python3 -m pytest $pytest_args ${groups[$i]} &
   done
   for job in $(jobs -p); do wait "$job" || status=1; done
-  [ -z "${ARCHIVE:-}" ] || tar czf "$ARCHIVE" --exclude='*.ncu-rep' -C "$LOGDIR" .  # the three logs, written at once
+  [ -z "${ARCHIVE:-}" ] || tar czf "$ARCHIVE" --exclude='*.ncu-rep' -C "$LOGDIR" .  # the groups' logs, written at once
 fi
 if step arch; then  # a build that leaves this GPU's architecture out must fall back cleanly on it
   ARCH_DIR=${ARCH_DIR:-/tmp/vecgemm_other_arch}

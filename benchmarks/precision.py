@@ -120,13 +120,14 @@ def path(name, A, B):
         return (lambda: torch.matmul(A, B)), "cuBLAS tf32" if name == TF32 else "cuBLAS fp32"
     if name in (IEEE, TF32X3):
         precision = "ieee" if name == IEEE else "3xtf32"
-        plan = torch_vecgemm.plan(A, B, precision=precision)
         # Where the planner declines 3xTF32 (slower or less accurate there), what the user gets
-        # runs: torch's fp32 or, for a matrix-vector product, gemv. Where the GPU cannot run
-        # 3xTF32 at all (the strict op refuses it), the path is not run.
+        # runs: torch's fp32 or, for a matrix-vector product, gemv. Where the strict op refuses
+        # the precision (a GPU that cannot run 3xTF32, operands no kernel takes), the path is
+        # not run: its rules include every rule of the lenient plan's fallback.
         refused = torch_vecgemm.fallback_reason(A, B, precision=precision)
-        if plan.family == "fallback" or refused is not None:
-            return None, f"not run: {refused or plan.fallback_reason}"
+        if refused is not None:
+            return None, f"not run: {refused}"
+        plan = torch_vecgemm.plan(A, B, precision=precision)
         return (lambda: torch_vecgemm.mm(A, B, precision=precision)), str(plan)
     if triton is None:
         return None, "not run: triton is not importable"
