@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "planner/tuning_cache.h"
-#include "runtime/execute.h"
 
 namespace vecgemm {
 namespace {
@@ -37,21 +36,12 @@ float median_ms(const std::function<void()>& work, cudaStream_t stream) {
   return ms[kReps / 2];
 }
 
-// A candidate's time into a scratch output, so the caller's tensors are untouched.
-float time_choice(GemmParams p, const ProblemKey& key, TilingChoice choice, float* scratch, cudaStream_t stream) {
-  p.d = scratch;
-  p.d_ld = key.n;
-  p.d_batch_stride = int64_t(key.m) * key.n;
-  p.d_vec4 = key.n % 4 == 0;
-  return median_ms([&] { run_tiled(p, key, choice, stream); }, stream);
-}
-
 // Whether torch.matmul's product beat `kernel_ms` plus the copies; false where its output
 // (or a copy) cannot be allocated: the kernels keep the problem.
-bool torch_timed_faster(const TorchRival& rival, float kernel_ms, cudaStream_t stream) {
+bool torch_timed_faster(const AutotuneRuns& runs, float kernel_ms, cudaStream_t stream) {
   try {
-    const float copies_ms = rival.copies ? median_ms(rival.copies, stream) : 0.0f;
-    return median_ms(rival.torch_product, stream) < kernel_ms + copies_ms;
+    const float copies_ms = runs.copies ? median_ms(runs.copies, stream) : 0.0f;
+    return median_ms(runs.torch_product, stream) < kernel_ms + copies_ms;
   } catch (const c10::OutOfMemoryError&) {
     return false;
   }
@@ -65,7 +55,7 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
-TilingChoice autotune(const ProblemKey& key, const GemmParams& params, const TorchRival& rival, cudaStream_t stream) {
+TilingChoice autotune(const ProblemKey& key, const GemmParams& params, const AutotuneRuns& runs, cudaStream_t stream) {
   const auto candidates = ranked_choices(key);
   TORCH_INTERNAL_ASSERT(!candidates.empty(), "vecgemm: no kernel config for ", key.str());
   at::Tensor scratch;
@@ -74,14 +64,21 @@ TilingChoice autotune(const ProblemKey& key, const GemmParams& params, const Tor
   } catch (const c10::OutOfMemoryError&) {
     return candidates.front().second;  // no room to time candidates: the model's choice, not recorded
   }
+  // The candidates write a scratch output, so the caller's tensors are untouched.
+  GemmParams p = params;
+  p.d = scratch.data_ptr<float>();
+  p.d_ld = key.n;
+  p.d_batch_stride = int64_t(key.m) * key.n;
+  p.d_vec4 = key.n % 4 == 0;
   TilingChoice best = candidates.front().second;
   float best_ms = INFINITY;
   const int n = std::min<int>(kAutotuneCandidates, candidates.size());
   for (int i = 0; i < n; ++i) {
-    const float ms = time_choice(params, key, candidates[i].second, scratch.data_ptr<float>(), stream);
-    if (ms < best_ms) best_ms = ms, best = candidates[i].second;
+    const TilingChoice choice = candidates[i].second;
+    const float ms = median_ms([&] { runs.kernel(p, choice); }, stream);
+    if (ms < best_ms) best_ms = ms, best = choice;
   }
-  record_tuned_choice(key, TunedChoice{best, torch_timed_faster(rival, best_ms, stream)});
+  record_tuned_choice(key, TunedChoice{best, torch_timed_faster(runs, best_ms, stream)});
   return best;
 }
 

@@ -140,8 +140,8 @@ void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
   }, stream);
 }
 
-}  // namespace
-
+// The tiled kernel of `choice` (and the split-K reduction or the stream-K tail and its
+// fix-up) on the operands of p; walks batches past grid limits.
 void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStream_t stream) {
   const TiledKernel kernel = tiled_kernel(choice.config, key.la, key.lb, key.vec4);
   TORCH_INTERNAL_ASSERT(kernel.launch != nullptr, "vecgemm: no ", kernel_config_name(choice.config),
@@ -151,6 +151,8 @@ void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStr
   if (choice.stream_k && p.k_splits == 1 && run_stream_k(p, key, choice.config, stream)) return;
   run_split_k(p, key.batch, [&](const GemmParams& q) { kernel.launch(q, stream); }, stream);
 }
+
+}  // namespace
 
 void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
              const std::optional<at::Tensor>& C, double alpha, double beta) {
@@ -215,13 +217,14 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
   }
   TilingChoice choice = plan.tiling;
   if (plan.autotune_pending && !capturing(stream)) {
-    TorchRival rival{[&] { (void)torch_product(A, B, C, alpha, beta); }, nullptr};
+    AutotuneRuns runs{[&](const GemmParams& q, TilingChoice candidate) { run_tiled(q, plan.key, candidate, stream); },
+                      [&] { (void)torch_product(A, B, C, alpha, beta); }, nullptr};
     if (plan.copy_a.made || plan.copy_b.made)
-      rival.copies = [&] {
+      runs.copies = [&] {
         if (plan.copy_a.made) (void)padded_copy(A, -1, plan.key.k, plan.copy_a.order);
         if (plan.copy_b.made) (void)padded_copy(B, -2, plan.key.k, plan.copy_b.order);
       };
-    choice = autotune(plan.key, p, rival, stream);
+    choice = autotune(plan.key, p, runs, stream);
   }
   run_tiled(p, plan.key, choice, stream);
 }

@@ -23,8 +23,4 @@ namespace vecgemm {
 void execute(const Plan& plan, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
              const std::optional<at::Tensor>& C, double alpha, double beta);
 
-// Runs the tiled kernel of `choice` (and the split-K reduction or the stream-K tail and its
-// fix-up) on the operands of p; walks batches past grid limits.
-void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStream_t stream);
-
 }  // namespace vecgemm
