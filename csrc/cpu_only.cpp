@@ -67,7 +67,7 @@ std::string profile_name(int) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no device profiles");
 }
 PlanSummary recorded_plan_summary(int, int64_t, int64_t, int64_t, int64_t, const std::string&, bool, bool,
-                                  const std::string&) {
+                                  const std::string&, const std::string&) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no planner");
 }
 

@@ -69,11 +69,12 @@ int add_recorded_device(const DeviceFacts& facts);
 // has none): chosen by compute capability and SM count.
 std::string profile_name(int device);
 
-// The lenient op's plan (variant "auto", a fresh dense output) of a product given by its
-// numbers, on a recorded device: orders "rr" .. "cc" (A's, B's), a_vec4 / b_vec4 whether
-// every row of the operand starts 16-byte aligned. What torch_vecgemm.plan() says of such
-// tensors on that GPU, decided without it.
+// The plan of a product given by its numbers (a fresh dense output) on a recorded device:
+// orders "rr" .. "cc" (A's, B's), a_vec4 / b_vec4 whether every row of the operand starts
+// 16-byte aligned. For variant "auto", the lenient op's: what torch_vecgemm.plan() says of
+// such tensors on that GPU, decided without it; for a named one, the strict op's on it (the
+// named kernel with the model's split: how the model prices a kernel it did not choose).
 PlanSummary recorded_plan_summary(int device, int64_t batch, int64_t m, int64_t n, int64_t k, const std::string& orders,
-                                  bool a_vec4, bool b_vec4, const std::string& precision);
+                                  bool a_vec4, bool b_vec4, const std::string& precision, const std::string& variant);
 
 }  // namespace vecgemm

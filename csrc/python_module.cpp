@@ -171,10 +171,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   testing.def(
       "recorded_plan",
       [](int device, int64_t m, int64_t n, int64_t k, const std::string& orders, bool a_vec4, bool b_vec4,
-         const std::string& precision, int64_t batch) {
-        return summary_dict(vecgemm::recorded_plan_summary(device, batch, m, n, k, orders, a_vec4, b_vec4, precision));
+         const std::string& precision, int64_t batch, const std::string& variant) {
+        return summary_dict(
+            vecgemm::recorded_plan_summary(device, batch, m, n, k, orders, a_vec4, b_vec4, precision, variant));
       },
       py::arg("device"), py::arg("m"), py::arg("n"), py::arg("k"), py::arg("orders"), py::arg("a_vec4"),
-      py::arg("b_vec4"), py::arg("precision") = "auto", py::arg("batch") = 1,
-      "What torch_vecgemm.plan() says of dense operands of these shapes, orders and alignment on a recorded device.");
+      py::arg("b_vec4"), py::arg("precision") = "auto", py::arg("batch") = 1, py::arg("variant") = "auto",
+      "What torch_vecgemm.plan() says of dense operands of these shapes, orders and alignment on a recorded device "
+      "(variant 'auto'), or the strict op's plan on a named variant there.");
 }

@@ -48,6 +48,26 @@ def plan(device, m, n, k, orders="rr", precision="ieee", aligned=True):
     return _testing.recorded_plan(device, m, n, k, orders, aligned, aligned, precision)
 
 
+def test_a_named_kernel_is_planned_and_priced_as_the_strict_op_would(h200_like):
+    # How the model prices a kernel it did not choose: the strict op's plan on that kernel.
+    # Each row on a shape it takes, and the narrow-side rows refusing what they do not.
+    for row in TF32X3_KERNELS:
+        p = _testing.recorded_plan(h200_like, 32, 4096, 4096, "rc", True, True, variant=row) if row != "tf32x3_few_cols_mma" \
+            else _testing.recorded_plan(h200_like, 4096, 32, 4096, "rc", True, True, variant=row)
+        assert (p["family"], p["kernel"], p["precision"]) == ("tf32x3", row, "3xtf32"), p
+        assert p["predicted_us"] > 0 and p["split_k"] >= 1, p
+    with pytest.raises(RuntimeError, match="takes at most 32 rows"):
+        _testing.recorded_plan(h200_like, 64, 4096, 4096, "rc", True, True, variant="tf32x3_few_rows_mma")
+    p = _testing.recorded_plan(h200_like, 512, 512, 512, "rr", True, True, variant=TILINGS[0])
+    assert p["family"] in ("tiled", "async") and p["kernel"] == TILINGS[0], p
+    with pytest.raises(RuntimeError, match="unknown variant 'no_such_kernel'"):
+        _testing.recorded_plan(h200_like, 64, 64, 64, "rr", True, True, variant="no_such_kernel")
+    if WGMMA in TF32X3_KERNELS:
+        ampere = _testing.add_recorded_device(facts(80, 108, {WGMMA: "needs sm_90a"}))
+        with pytest.raises(RuntimeError, match="needs sm_90a"):
+            _testing.recorded_plan(ampere, 64, 64, 64, "rr", True, True, variant=WGMMA)
+
+
 def test_ieee_plans_a_tiling_and_prices_it(h200_like):
     p = plan(h200_like, 4096, 4096, 4096)
     assert p["family"] in ("tiled", "async") and p["kernel"] in TILINGS

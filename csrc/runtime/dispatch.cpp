@@ -194,7 +194,7 @@ int add_recorded_device(const DeviceFacts& facts) { return record_device(facts);
 std::string profile_name(int device) { return profile_of(device).name; }
 
 PlanSummary recorded_plan_summary(int device, int64_t batch, int64_t m, int64_t n, int64_t k, const std::string& orders,
-                                  bool a_vec4, bool b_vec4, const std::string& precision) {
+                                  bool a_vec4, bool b_vec4, const std::string& precision, const std::string& variant) {
   TORCH_CHECK(recorded_device(device) != nullptr, "vecgemm: device ", std::to_string(device),
               " is not a recorded device (add_recorded_device gives one)");
   TORCH_CHECK(orders.size() == 2 && (orders[0] == 'r' || orders[0] == 'c') && (orders[1] == 'r' || orders[1] == 'c'),
@@ -208,6 +208,20 @@ PlanSummary recorded_plan_summary(int device, int64_t batch, int64_t m, int64_t 
                         MatrixStorage{la, la == Layout::RowMajor ? k : m},
                         MatrixStorage{lb, lb == Layout::RowMajor ? n : k},
                         a_vec4, b_vec4, false, false, n % 4 == 0, device};
+  if (variant != "auto") {
+    Reason unknown;
+    const std::optional<Request> request = parse_request(variant, parse_precision(precision), &unknown);
+    TORCH_CHECK(request.has_value(), "vecgemm: ", unknown.value_or(""));
+    if (const auto* row = std::get_if<FixedTf32x3>(&request->variant)) {
+      Reason r = tf32x3_violation(row->row, device);
+      if (!r && kTf32x3Rows[row->row].refuses != nullptr) r = kTf32x3Rows[row->row].refuses(key_as_given(problem));
+      TORCH_CHECK(!r, "vecgemm: ", variant, ": ", r.value_or(""));
+    }
+    if (const auto* fixed = std::get_if<FixedConfig>(&request->variant))
+      TORCH_CHECK(tiled_kernel(fixed->config, la, lb, a_vec4 && b_vec4).launch != nullptr, "vecgemm: ", variant,
+                  " has no kernel for these orders and alignment");
+    return summary_of(*plan(problem, request->variant, request->precision), false, request->precision, std::nullopt);
+  }
   Reason why_ieee;
   const Precision served = lenient_precision(device, parse_precision(precision), &why_ieee);
   return summary_of(*plan(problem, AutoSelect{}, served), true, served, why_ieee);
