@@ -348,6 +348,37 @@ def test_wrapper_matches_torch(device, dtype, rng):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_the_ops_compute_in_float32_under_autocast(device, rng):
+    # The ops are in autocast's fp32 list (csrc/autocast.cpp): in an autocast region their
+    # results are float32 on every path (the kernels, torch's product handed over, a
+    # fallback), half inputs cast up, nothing beneath them cast down; the in-place op
+    # computes in its operands' dtypes, as outside autocast.
+    low = torch.bfloat16 if device == "cpu" else torch.float16
+    A, B, C = randn(rng, 48, 40, device=device), randn(rng, 40, 24, device=device), randn(rng, 24, device=device)
+    x, w = randn(rng, 2, 48, 40, device=device), randn(rng, 24, 40, device=device)
+    A_low = A.to(low)
+    D = randn(rng, 48, 24, device=device)
+    D_before = D.clone()
+    with torch.autocast(device_type=device, dtype=low):
+        assert torch.mm(A, B).dtype == low  # autocast is on around them
+        outs = {
+            "mm": (torch_vecgemm.mm(A, B), (A, B, None, 1.0, 0.0)),
+            # K = 40: fp32's sums are shorter than 3xTF32's floor, so it is handed to torch.
+            "mm 3xtf32": (torch_vecgemm.mm(A, B, precision="3xtf32"), (A, B, None, 1.0, 0.0)),
+            "sgemm": (torch_vecgemm.sgemm(A, B, C, alpha=0.5, beta=2.0), (A, B, C, 0.5, 2.0)),
+            "strict": (ops.sgemm(A, B, C, 0.5, 2.0), (A, B, C, 0.5, 2.0)),
+            "half input": (torch_vecgemm.mm(A_low, B), (A_low.float(), B, None, 1.0, 0.0)),
+            "linear": (torch_vecgemm.linear(x, w, C), (x.reshape(-1, 40), w.t(), C, 1.0, 1.0)),
+        }
+        ops.sgemm_(D, A, B, 0.5, 2.0)
+    for name, (out, (a, b, c, alpha, beta)) in outs.items():
+        assert out.dtype == torch.float32, (name, out.dtype)
+        assert_gemm_close(out.reshape(-1, out.shape[-1]), a, b, c, alpha, beta)
+    assert D.dtype == torch.float32
+    assert_gemm_close(D, A, B, D_before, 0.5, 2.0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_wrapper_integer_and_errors_like_torch(device, rng):
     if device == "cpu":
         A, B = rng.randint(-5, 5, (4, 3), device="cpu"), rng.randint(-5, 5, (3, 2), device="cpu")
