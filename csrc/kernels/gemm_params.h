@@ -43,6 +43,16 @@ struct GemmParams {
   bool c_vec4, d_vec4;
 };
 
+// Whether every line of a matrix starts 16-byte aligned (where 16-byte loads and stores, and
+// TMA, may move it): its pointer, the stride between its lines (`ld`) and between its
+// batch's matrices (0 where there is one, or one broadcast) all multiples of 16 bytes. The
+// one test of this kind every caller asks (the planner's operands, the output and C, the
+// passes' sources), each adding what its own reads need.
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+inline bool lines_aligned16(const void* p, int64_t ld, int64_t batch_stride) {
+  return aligned16(p) && ld % 4 == 0 && batch_stride % 4 == 0;
+}
+
 // grid.y's and grid.z's limit: the kernels take the batch (times the K slices) in grid.z, so
 // their launchers walk a longer batch in chunks of batch_slice.
 constexpr int kMaxGridZ = 65535;

@@ -35,7 +35,8 @@ Reason vectorized_violation(const at::Tensor& A, const at::Tensor& B, const at::
     if (t == nullptr) continue;
     if (!row_major_dense(*t))
       return std::string(name) + " is not row-major contiguous, which the vectorized kernel requires";
-    if (!aligned16(t->data_ptr()) || (t->dim() == 3 && t->stride(0) % 4 != 0))
+    // Its rows are dense (above): N and K, multiples of 4 below, keep them aligned.
+    if (!lines_aligned16(t->data_ptr(), 0, t->dim() == 3 ? t->stride(0) : 0))
       return std::string(name) + "'s data pointer is not 16-byte aligned, which the vectorized kernel requires";
   }
   auto not_multiple = [](const char* dim, int64_t value, int of) -> Reason {

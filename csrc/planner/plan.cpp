@@ -53,7 +53,7 @@ Layout other(Layout l) { return l == Layout::RowMajor ? Layout::ColMajor : Layou
 // ends mid-chunk) takes the 4-byte copies instead.
 bool vec4_ok(const at::Tensor& t, const MatrixStorage& s) {
   const int64_t batch_stride = t.dim() == 3 && t.size(0) > 1 ? t.stride(0) : 0;
-  if (!aligned16(t.data_ptr()) || s.ld % 4 != 0 || batch_stride % 4 != 0) return false;
+  if (!lines_aligned16(t.data_ptr(), s.ld, batch_stride)) return false;
   const int64_t last = last_offset(t);  // in floats, from the data pointer
   const int64_t held = int64_t(t.storage().nbytes() / sizeof(float)) - t.storage_offset();
   return (last / 4 + 1) * 4 <= held;

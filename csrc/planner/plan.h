@@ -44,10 +44,6 @@ enum class Family {
   Tf32x3,      // a row of kTf32x3Rows (tf32x3_rows.h): precision "3xtf32"
 };
 
-// Whether a pointer is 16-byte aligned: what the kernels' vector loads and TMA need of an
-// operand's rows, and the output's.
-inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 // The input as the planner sees it: shapes, storage orders, alignment; never the data.
 struct Problem {
   GemmShape shape;

@@ -74,7 +74,7 @@ std::shared_ptr<const Plan> plan_of(const at::Tensor& A, const at::Tensor& B, co
 }  // namespace
 
 bool rows_aligned(const at::Tensor& D) {
-  return aligned16(D.data_ptr()) && D.stride(-2) % 4 == 0 && (D.dim() == 2 || D.stride(0) % 4 == 0);
+  return lines_aligned16(D.data_ptr(), D.stride(-2), D.dim() == 2 ? 0 : D.stride(0));
 }
 
 std::shared_ptr<const Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,

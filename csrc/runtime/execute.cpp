@@ -205,7 +205,7 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
     p.c = c.data_ptr<float>();
     p.c_row_stride = c.stride(-2), p.c_col_stride = c.stride(-1);
     p.c_batch_stride = c.dim() == 3 ? c.stride(0) : 0;
-    p.c_vec4 = aligned16(p.c) && p.c_col_stride == 1 && p.c_row_stride % 4 == 0 && p.c_batch_stride % 4 == 0;
+    p.c_vec4 = p.c_col_stride == 1 && lines_aligned16(p.c, p.c_row_stride, p.c_batch_stride);
   }
   if (plan.family == Family::Gemv) {
     launch_gemv(p, plan.key.la, plan.key.lb, stream);

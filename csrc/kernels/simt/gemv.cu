@@ -89,9 +89,9 @@ bool gemv_fits(int m, int n, Layout la, Layout lb) {
 
 void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream) {
   const GemvView g = view_of(p, la, lb);
-  auto aligned = [](const float* ptr, int64_t stride) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && stride % 4 == 0; };
-  const bool vec4 = aligned(g.mat, g.mat_ld) && (g.mat_batch % 4 == 0) && g.vec_stride == 1 &&
-                    aligned(g.vec, 4) && g.vec_batch % 4 == 0 && p.k % 4 == 0;
+  // The vector is one line (contiguous: its stride 1), so it has no ld of its own.
+  const bool vec4 = lines_aligned16(g.mat, g.mat_ld, g.mat_batch) && g.vec_stride == 1 &&
+                    lines_aligned16(g.vec, 0, g.vec_batch) && p.k % 4 == 0;
   const dim3 grid((g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, std::min(p.batch, 65535));
   if (vec4)
     gemv<4><<<grid, kWarpsPerBlock * 32, 0, stream>>>(p, g);

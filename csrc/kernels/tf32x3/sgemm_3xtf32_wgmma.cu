@@ -37,10 +37,10 @@ int64_t tiles_of(const GemmParams& p) { return int64_t((p.m + w::BM - 1) / w::BM
 // for A, N for B; planes > 1 only where the operand is not broadcast and the batch is.
 bool read_as_fp32(const Operand& x, bool k_contiguous, int rows, int k, int planes) {
   constexpr int64_t kMaxStride = int64_t(1) << 37;  // floats: TMA's strides are below 2^40 bytes
-  if (!k_contiguous || k <= 0 || reinterpret_cast<uintptr_t>(x.ptr) % 16 != 0 || x.ld % 4 != 0 || x.ld < k ||
-      x.ld >= kMaxStride)
+  const int64_t batch_stride = planes == 1 ? 0 : x.batch_stride;
+  if (!k_contiguous || k <= 0 || !lines_aligned16(x.ptr, x.ld, batch_stride) || x.ld < k || x.ld >= kMaxStride)
     return false;
-  return planes == 1 || (x.batch_stride % 4 == 0 && x.batch_stride >= x.ld * rows && x.batch_stride < kMaxStride);
+  return planes == 1 || (x.batch_stride >= x.ld * rows && x.batch_stride < kMaxStride);
 }
 
 struct Scratch {
