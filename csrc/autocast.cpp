@@ -19,9 +19,6 @@
 namespace vecgemm {
 namespace {
 
-using SgemmInplaceSignature = void(at::Tensor&, const at::Tensor&, const at::Tensor&, double, double,
-                                   c10::string_view, c10::string_view);
-
 // Autocast's fp32 cast: float16 and bfloat16 up, every other dtype (float64, integers) as it is.
 at::Tensor up(const at::Tensor& t) {
   const auto dtype = t.scalar_type();
@@ -50,10 +47,7 @@ template <c10::DispatchKey kAutocast>
 void sgemm_inplace_uncast(at::Tensor& C, const at::Tensor& A, const at::Tensor& B, double alpha, double beta,
                           c10::string_view variant, c10::string_view precision) {
   const c10::impl::ExcludeDispatchKeyGuard no_autocast(kAutocast);
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("vecgemm::sgemm_", "")
-                             .typed<SgemmInplaceSignature>();
-  op.call(C, A, B, alpha, beta, variant, precision);
+  sgemm_inplace_op().call(C, A, B, alpha, beta, variant, precision);
 }
 
 }  // namespace

@@ -24,9 +24,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-using SgemmInplaceSignature = void(at::Tensor&, const at::Tensor&, const at::Tensor&, double, double,
-                                   c10::string_view, c10::string_view);
-
 // The product itself, below autograd: the strict op with its variant, or the lenient one.
 at::Tensor product(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                    double beta, const std::optional<std::string>& variant, const std::string& precision) {
@@ -107,9 +104,7 @@ void sgemm_inplace_autograd(at::Tensor& C, const at::Tensor& A, const at::Tensor
               "torch.ops.vecgemm.sgemm(A, B, C, alpha, beta), which autograd differentiates, or call sgemm_ "
               "under torch.no_grad()");
   const at::AutoDispatchBelowAutograd below_autograd;
-  static const auto op =
-      c10::Dispatcher::singleton().findSchemaOrThrow("vecgemm::sgemm_", "").typed<SgemmInplaceSignature>();
-  op.call(C, A, B, alpha, beta, variant, precision);
+  sgemm_inplace_op().call(C, A, B, alpha, beta, variant, precision);
 }
 
 }  // namespace

@@ -15,12 +15,15 @@ using GemmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std
                                  double, c10::string_view);
 using SgemmSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, double,
                                   double, c10::string_view, c10::string_view);
+using SgemmInplaceSignature = void(at::Tensor&, const at::Tensor&, const at::Tensor&, double, double,
+                                   c10::string_view, c10::string_view);
 
 using LinearSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
                                    c10::string_view);
 
 const c10::TypedOperatorHandle<GemmSignature>& gemm_op();      // vecgemm::gemm, the lenient op
 const c10::TypedOperatorHandle<SgemmSignature>& sgemm_op();    // vecgemm::sgemm, the strict op
+const c10::TypedOperatorHandle<SgemmInplaceSignature>& sgemm_inplace_op();  // vecgemm::sgemm_
 const c10::TypedOperatorHandle<LinearSignature>& linear_op();  // vecgemm::linear
 
 }  // namespace vecgemm

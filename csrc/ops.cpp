@@ -33,6 +33,12 @@ const c10::TypedOperatorHandle<SgemmSignature>& sgemm_op() {
   return op;
 }
 
+const c10::TypedOperatorHandle<SgemmInplaceSignature>& sgemm_inplace_op() {
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("vecgemm::sgemm_", "").typed<SgemmInplaceSignature>();
+  return op;
+}
+
 const c10::TypedOperatorHandle<LinearSignature>& linear_op() {
   static const auto op =
       c10::Dispatcher::singleton().findSchemaOrThrow("vecgemm::linear", "").typed<LinearSignature>();
