@@ -18,12 +18,11 @@ std::mutex g_mutex;
 
 namespace tf32x3_skinny_row {
 namespace {
-// The storage the kernel reads its fragments in: K-contiguous, 16 bytes at a time.
+// The kernel reads 16 bytes at a time, along K or across the rows, whatever the orders.
 Reason refuses_storage(const char* row, const ProblemKey& key) {
-  if (key.la == Layout::RowMajor && key.lb == Layout::ColMajor && key.vec4) return std::nullopt;
-  return std::string(row) + " takes row-major A and column-major B, both 16-byte aligned (pointer, leading "
-         "dimension and batch stride multiples of 4 floats, storage holding the last row's last 4 floats "
-         "whole)";
+  if (key.vec4) return std::nullopt;
+  return std::string(row) + " takes 16-byte aligned operands (pointer, leading dimension and batch stride "
+         "multiples of 4 floats, storage holding the last line's last 4 floats whole)";
 }
 }  // namespace
 

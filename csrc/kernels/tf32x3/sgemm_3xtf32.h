@@ -70,7 +70,7 @@ Tf32x3ConfigInfo tf32x3_wgmma_config_info();
 
 // ---- the narrow-side form (sgemm_3xtf32_skinny.cuh): few rows of A or few columns of B ----
 // Same results as launch_sgemm_3xtf32 (split-K partials into p.workspace when p.k_splits >
-// 1), for row-major A and column-major B, both 16-byte aligned (it throws otherwise). Config
+// 1), for any storage orders, both operands 16-byte aligned (it throws otherwise). Config
 // kSkinnyFewRows streams B past up to 32 rows of A at a time, kSkinnyFewColumns A past up
 // to 32 columns of B; a narrow side past 32 runs as several blocks along it, each reading
 // the wide operand again, which is what the planner keeps it from (kSkinnyMaxNarrow).
@@ -81,7 +81,8 @@ inline constexpr int kSkinnyBlockK = 128;
 void launch_sgemm_3xtf32_skinny(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
 // Its block at the widest narrow side (32 x 32) and no dynamic shared memory.
 Tf32x3ConfigInfo tf32x3_skinny_config_info(int config);
-// Its instance for 8 narrow rows, for cudaFuncGetAttributes and occupancy queries.
+// Its instance for 8 narrow rows in these storage orders, for cudaFuncGetAttributes and
+// occupancy queries.
 const void* tf32x3_skinny_kernel_entry(int config, Layout la, Layout lb, bool vec4);
 
 }  // namespace vecgemm
