@@ -360,6 +360,24 @@ def test_mma_tf32_share_carries_a_share_to_another_gpu():
     assert predicted_ratio(0.5, 60.0, 20.0, 0.5) == pytest.approx(1.0)
 
 
+def test_narrow_orders_picks_the_row_and_compares_each_order_with_rc():
+    from benchmarks.probes.narrow_orders import PROBLEMS, narrow_row, report
+
+    assert narrow_row(1, 4096) == narrow_row(32, 33) == "tf32x3_few_rows_mma"
+    assert narrow_row(4096, 8) == narrow_row(33, 32) == "tf32x3_few_cols_mma"
+    assert narrow_row(33, 33) is None
+    assert all(narrow_row(m, n) is not None for m, n, _ in PROBLEMS)
+    common = {"m": 8, "n": 4096, "k": 4096, "row": "tf32x3_few_rows_mma", "torch_ms": 0.03, "torch_err": 2e-7,
+              "auto_plan": "tf32x3_few_rows_mma"}
+    rc = {**common, "orders": "rc", "refused": None, "ms": 0.02, "err": 1e-7, "split_k": 1, "wide_gb_per_s": 3355.4}
+    rr = {**rc, "orders": "rr", "ms": 0.025}
+    cc = {**common, "orders": "cc", "refused": "misaligned"}
+    lines = report([rc, rr, cc])
+    assert "1.00x rc's" in lines[0] and "1.50x torch.matmul" in lines[0]
+    assert "1.25x rc's" in lines[1] and "1.20x torch.matmul" in lines[1]
+    assert lines[2].startswith("8x4096x4096 cc: refused (misaligned)")
+
+
 def test_tf32x3_error_floor_finds_where_a_row_stays_within_cublas():
     from benchmarks.probes.tf32x3_error_floor import CUBLAS, crossover
 

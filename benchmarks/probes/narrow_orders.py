@@ -1,0 +1,108 @@
+"""Does the narrow-side 3xTF32 kernel read an operand stored across K as fast as one stored
+along it, and where does that put it against torch.matmul fp32?
+
+The narrow-side rows (`tf32x3_few_rows_mma`, `tf32x3_few_cols_mma`) read a K-contiguous
+operand two 16-byte loads a row, and one stored across K one 16-byte load a K slot across
+a lane's rows (sgemm_3xtf32_skinny.cuh, "How"): the same bytes and sectors, in another
+order of DRAM pages. For each problem (decode shapes, and the random sweeps' products with
+a side of at most 32 that 3xTF32 gave to fp32 while only row-major A and column-major B
+were read) and each of the four storage orders, it times the row by name (the strict op)
+and torch.matmul fp32 (TF32 off) on the same operands (`benchmarks.common.time_ms`: median,
+L2 cleared before each run), and prints each order's time against the rc one's, the wide
+operand's bytes per second, the ratio to torch, the error against float64 beside cuBLAS's,
+and the plan auto makes in precision 3xTF32. Needs a GPU of sm_80 or newer.
+
+    python -m benchmarks.probes.narrow_orders [--out FILE.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+import torch_vecgemm
+from benchmarks.common import machine_info, tf32_allowed, time_ms
+from benchmarks.sweep import relative_error
+
+ORDERS = ("rc", "rr", "cr", "cc")
+# (M, N, K): decode (a few tokens through a 4096 x 4096 weight, and its transpose), and the
+# sweeps' problems with M or N <= 32 that were read only in rc (benchmarks/records/h200/
+# sweep_3xtf32*.json: 15-72 us on cuBLAS, all handed to fp32).
+PROBLEMS = [(1, 4096, 4096), (8, 4096, 4096), (32, 4096, 4096), (4096, 8, 4096), (17, 6980, 2649),
+            (32, 137, 6350), (21, 44, 7318), (1158, 19, 4951), (213, 30, 4634), (19, 469, 5604), (7067, 18, 1197)]
+
+
+def stored(rows, cols, layout, generator):
+    """A (rows, cols) N(0, 1) operand stored row- ("r") or column-major ("c"), its leading
+    dimension a multiple of 4 floats, as the narrow-side rows need."""
+    if layout == "r":
+        return torch.randn(rows, cols + -cols % 4, device="cuda", generator=generator)[:, :cols]
+    return torch.randn(cols, rows + -rows % 4, device="cuda", generator=generator)[:, :rows].t()
+
+
+def narrow_row(m, n):
+    """The narrow-side row for the problem's narrow side, or None where neither is <= 32."""
+    if m <= 32 and m <= n:
+        return "tf32x3_few_rows_mma"
+    return "tf32x3_few_cols_mma" if n <= 32 else None
+
+
+def measure(m, n, k, orders=ORDERS, seed=0):
+    """One record per storage order: the row's and torch's times, errors, auto's plan."""
+    row = narrow_row(m, n)
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    wide_bytes = 4 * k * (n if row == "tf32x3_few_rows_mma" else m)
+    records = []
+    for orders_ in orders:
+        A, B = stored(m, k, orders_[0], g), stored(k, n, orders_[1], g)
+        ref = A.double() @ B.double()
+        reason = torch_vecgemm.fallback_reason(A, B, variant=row, precision="3xtf32")
+        with tf32_allowed(False):
+            torch_ms = time_ms(lambda: torch.matmul(A, B))
+            torch_err = relative_error(torch.matmul(A, B), ref)
+        record = {"m": m, "n": n, "k": k, "orders": orders_, "row": row, "refused": reason, "torch_ms": torch_ms,
+                  "torch_err": torch_err, "auto_plan": str(torch_vecgemm.plan(A, B, precision="3xtf32"))}
+        if reason is None:
+            run = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, row, "3xtf32")  # noqa: E731
+            record["ms"] = time_ms(run)
+            record["err"] = relative_error(run(), ref)
+            record["split_k"] = torch_vecgemm.plan(A, B, variant=row, precision="3xtf32").split_k
+            record["wide_gb_per_s"] = wide_bytes / record["ms"] / 1e6
+        records.append(record)
+    return records
+
+
+def report(records):
+    """Lines of text: each order's time, its ratio to rc's and to torch's, and the errors."""
+    lines = []
+    base = {(r["m"], r["n"], r["k"]): r.get("ms") for r in records if r["orders"] == "rc"}
+    for r in records:
+        head = f"{r['m']}x{r['n']}x{r['k']} {r['orders']}"
+        if r["refused"] is not None:
+            lines.append(f"{head}: refused ({r['refused']}); auto: {r['auto_plan']}")
+            continue
+        rc = base.get((r["m"], r["n"], r["k"]))
+        lines.append(f"{head}: {r['ms'] * 1e3:7.1f} us (split-k {r['split_k']}), "
+                     f"{r['ms'] / rc if rc else float('nan'):.2f}x rc's, {r['wide_gb_per_s']:6.0f} GB/s, "
+                     f"{r['torch_ms'] / r['ms']:.2f}x torch.matmul, error {r['err']:.2e} (cuBLAS {r['torch_err']:.2e}); "
+                     f"auto: {r['auto_plan']}")
+    return lines
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="write every measurement to this JSON file")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("narrow_orders needs a GPU")
+    records = [r for m, n, k in PROBLEMS for r in measure(m, n, k)]
+    print("\n".join(report(records)))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"machine": machine_info(), "records": records}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
