@@ -771,63 +771,63 @@ NARROW_SIDE = {"tf32x3_few_rows_mma": "rows", "tf32x3_few_cols_mma": "cols"}
 NARROW_SHAPES = [(2, 300, 1000), (8, 64, 132), (13, 97, 260), (32, 257, 2052), (5, 1000, 8), (20, 70, 4100)]
 
 
-def _narrow_operands(rng, kind, narrow, wide, k, batch=None, device="cuda", orders="rc"):
-    """A and B in `orders` (A's, then B's: r = row-major), every leading dimension a multiple
-    of 4 floats (16-byte aligned rows), with the narrow side on A's rows (kind "rows") or B's
-    columns ("cols"). The default, row-major A and column-major B, is nn.Linear's x @ W.T."""
+def _narrow_operands(rng, kind, narrow, wide, k, batch=None, device="cuda", orders="rc", aligned=True):
+    """A and B in `orders` (A's, then B's: r = row-major), with the narrow side on A's rows
+    (kind "rows") or B's columns ("cols"). aligned: every leading dimension a multiple of 4
+    floats, so that rows start 16-byte aligned; otherwise both start one float in. The
+    default, row-major A and column-major B, is nn.Linear's x @ W.T."""
     m, n = (narrow, wide) if kind == "rows" else (wide, narrow)
 
     def operand(rows, cols, layout):
         pad = -(cols if layout == "r" else rows) % 4
-        return make_operand(rng, rows, cols, layout, batch=batch, device=device, ld_pad=pad)
+        return make_operand(rng, rows, cols, layout, batch=batch, device=device, ld_pad=pad, offset=0 if aligned else 1)
 
     return operand(m, k, orders[0]), operand(k, n, orders[1])
 
 
-def _stored(t, layout):
+def _stored(t, layout, aligned=True):
     """t's values (a matrix) in a fresh operand stored row- ("r") or column-major ("c"), its
-    leading dimension a multiple of 4 floats."""
+    leading dimension a multiple of 4 floats, starting 16-byte aligned or one float in."""
     rows, cols = t.shape
-    if layout == "r":
-        out = torch.empty(rows, cols + -cols % 4, device=t.device)[:, :cols]
-    else:
-        out = torch.empty(cols, rows + -rows % 4, device=t.device)[:, :rows].t()
-    return out.copy_(t)
+    lines, line = (rows, cols) if layout == "r" else (cols, rows)
+    ld, offset = line + -line % 4, 0 if aligned else 1
+    buffer = torch.empty(lines * ld + offset, device=t.device)[offset:].view(lines, ld)[:, :line]
+    return (buffer if layout == "r" else buffer.t()).copy_(t)
 
 
 @requires_kernels
-def test_narrow_side_rows_refuse_what_they_cannot_read(rng):
-    # The rows read 16 bytes at a time (along K or across the rows, whatever the storage
-    # orders) and a narrow side of at most 32: anything else is refused by name (the strict
+def test_narrow_side_rows_refuse_only_a_wide_narrow_side(rng):
+    # The rows read any storage orders and alignment (16 bytes at a time where both
+    # operands allow it, 4 otherwise); a narrow side past 32 is refused by name (the strict
     # op raises, the wrapper falls back), and auto never plans them there. Checked on CPU
     # tensors: the rule is the shapes'.
     violation = torch_vecgemm._C._testing.kernel_violation
     for variant, kind in NARROW_SIDE.items():
         for orders in LAYOUTS:
-            A, B = _narrow_operands(rng, kind, 4, 64, 128, device="cpu", orders=orders)
-            assert violation(A, B, None, variant, "3xtf32") is None, orders
-            misaligned = make_operand(rng, *A.shape, orders[0], device="cpu", offset=1)
-            assert "16-byte aligned" in violation(misaligned, B, None, variant, "3xtf32"), orders
+            for aligned in (True, False):
+                A, B = _narrow_operands(rng, kind, 4, 64, 128, device="cpu", orders=orders, aligned=aligned)
+                assert violation(A, B, None, variant, "3xtf32") is None, (orders, aligned)
             A, B = _narrow_operands(rng, kind, 33, 64, 128, device="cpu", orders=orders)
             assert "at most 32" in violation(A, B, None, variant, "3xtf32"), orders
 
 
 @gpu
+@pytest.mark.parametrize("aligned", [True, False], ids=["aligned", "one float in"])
 @pytest.mark.parametrize("orders", LAYOUTS)
 @pytest.mark.parametrize("variant", sorted(NARROW_SIDE))
-def test_narrow_side_kernel(variant, orders, rng):
+def test_narrow_side_kernel(variant, orders, aligned, rng):
     kind = NARROW_SIDE[variant]
     for narrow, wide, k in NARROW_SHAPES:
-        A, B = _narrow_operands(rng, kind, narrow, wide, k, orders=orders)
+        A, B = _narrow_operands(rng, kind, narrow, wide, k, orders=orders, aligned=aligned)
         C = randn(rng, A.shape[0], B.shape[1])
         assert torch_vecgemm.fallback_reason(A, B, C, variant=variant) is None, (narrow, wide, k)
         poison_allocator(C.shape)
         out = ops.sgemm(A, B, C, 0.75, -0.5, variant, "3xtf32")
         assert_gemm_close(out, A, B, C, 0.75, -0.5)
     # Split K (a deep K over a few blocks), batched with a broadcast B and a bias.
-    A, B = _narrow_operands(rng, kind, 20, 70, 4100, orders=orders)
+    A, B = _narrow_operands(rng, kind, 20, 70, 4100, orders=orders, aligned=aligned)
     assert torch_vecgemm.plan(A, B, variant=variant).split_k > 1
-    batched, _ = _narrow_operands(rng, kind, 20, 70, 4100, batch=3, orders=orders)
+    batched, _ = _narrow_operands(rng, kind, 20, 70, 4100, batch=3, orders=orders, aligned=aligned)
     bias = randn(rng, B.shape[1])
     poison_allocator((3, A.shape[0], B.shape[1]))
     out = ops.sgemm(batched, B.expand(3, *B.shape), bias, -1.25, 1.0, variant, "3xtf32")
@@ -836,23 +836,28 @@ def test_narrow_side_kernel(variant, orders, rng):
 
 @gpu
 @pytest.mark.parametrize("variant", sorted(NARROW_SIDE))
-def test_narrow_side_results_do_not_depend_on_storage_orders(variant, rng):
-    # An operand stored along K or across it is read into the same registers and goes
-    # through the same arithmetic in the same order (sgemm_3xtf32_skinny.cuh, "How"), the
-    # recomputations' votes and row scales included: the same bits in every order. Shapes
-    # with partial tiles on both sides, a split K, and results on the scaled recomputation.
+def test_narrow_side_results_do_not_depend_on_storage(variant, rng):
+    # An operand stored along K or across it, 16-byte aligned or not, is read into the same
+    # registers and goes through the same arithmetic in the same order
+    # (sgemm_3xtf32_skinny.cuh, "How"), the recomputations' votes and row scales included:
+    # the same bits from every storage. Shapes with partial tiles on both sides, a split K,
+    # and results on the scaled recomputation.
     kind = NARROW_SIDE[variant]
     for narrow, wide, k, scale in [(13, 97, 260, 1.0), (32, 257, 2052, 1.0), (6, 70, 4100, 1.0),
                                    (12, 150, 520, 2.0**-65)]:
         A, B = _narrow_operands(rng, kind, narrow, wide, k)
         A = A * scale
         want = ops.sgemm(A, B, None, 1.0, 0.0, variant, "3xtf32")
+        splits = torch_vecgemm.plan(A, B, variant=variant).split_k
         for orders in LAYOUTS:
-            a, b = _stored(A, orders[0]), _stored(B, orders[1])
-            assert torch_vecgemm.plan(a, b, variant=variant).split_k == torch_vecgemm.plan(A, B, variant=variant).split_k
-            poison_allocator(want.shape)
-            out = ops.sgemm(a, b, None, 1.0, 0.0, variant, "3xtf32")
-            assert torch.equal(out, want), (narrow, wide, k, orders, (out - want).abs().max().item())
+            for aligned in (True, False):
+                a, b = _stored(A, orders[0], aligned), _stored(B, orders[1], aligned)
+                assert torch.equal(a, A) and torch.equal(b, B)
+                assert torch_vecgemm.plan(a, b, variant=variant).split_k == splits
+                poison_allocator(want.shape)
+                out = ops.sgemm(a, b, None, 1.0, 0.0, variant, "3xtf32")
+                assert torch.equal(out, want), (narrow, wide, k, orders, aligned,
+                                                (out - want).abs().max().item())
 
 
 @gpu

@@ -1,14 +1,16 @@
-"""Does the narrow-side 3xTF32 kernel read an operand stored across K as fast as one stored
-along it, and where does that put it against torch.matmul fp32?
+"""Does the narrow-side 3xTF32 kernel read an operand stored across K, or one whose rows are
+not 16-byte aligned, as fast as an aligned one stored along K, and where does that put it
+against torch.matmul fp32?
 
 The narrow-side rows (`tf32x3_few_rows_mma`, `tf32x3_few_cols_mma`) read a K-contiguous
 operand two 16-byte loads a row, and one stored across K one 16-byte load a K slot across
 a lane's rows (sgemm_3xtf32_skinny.cuh, "How"): the same bytes and sectors, in another
-order of DRAM pages. For each problem (decode shapes, and the random sweeps' products with
-a side of at most 32 that 3xTF32 gave to fp32 while only row-major A and column-major B
-were read) and each of the four storage orders, it times the row by name (the strict op)
+order of DRAM pages; unaligned operands four 4-byte loads for each. For each problem
+(decode shapes, and the random sweeps' products with a side of at most 32 that 3xTF32
+gave to fp32 while only aligned row-major A and column-major B were read), each of the
+four storage orders, aligned and one float in, it times the row by name (the strict op)
 and torch.matmul fp32 (TF32 off) on the same operands (`benchmarks.common.time_ms`: median,
-L2 cleared before each run), and prints each order's time against the rc one's, the wide
+L2 cleared before each run), and prints each storage's time against aligned rc's, the wide
 operand's bytes per second, the ratio to torch, the error against float64 beside cuBLAS's,
 and the plan auto makes in precision 3xTF32. Needs a GPU of sm_80 or newer.
 
@@ -34,12 +36,14 @@ PROBLEMS = [(1, 4096, 4096), (8, 4096, 4096), (32, 4096, 4096), (4096, 8, 4096),
             (32, 137, 6350), (21, 44, 7318), (1158, 19, 4951), (213, 30, 4634), (19, 469, 5604), (7067, 18, 1197)]
 
 
-def stored(rows, cols, layout, generator):
+def stored(rows, cols, layout, generator, aligned=True):
     """A (rows, cols) N(0, 1) operand stored row- ("r") or column-major ("c"), its leading
-    dimension a multiple of 4 floats, as the narrow-side rows need."""
-    if layout == "r":
-        return torch.randn(rows, cols + -cols % 4, device="cuda", generator=generator)[:, :cols]
-    return torch.randn(cols, rows + -rows % 4, device="cuda", generator=generator)[:, :rows].t()
+    dimension a multiple of 4 floats, starting 16-byte aligned or one float in."""
+    lines, line = (rows, cols) if layout == "r" else (cols, rows)
+    ld, offset = line + -line % 4, 0 if aligned else 1
+    values = torch.randn(lines * ld + offset, device="cuda", generator=generator)
+    matrix = values[offset:].view(lines, ld)[:, :line]
+    return matrix if layout == "r" else matrix.t()
 
 
 def narrow_row(m, n):
@@ -50,19 +54,21 @@ def narrow_row(m, n):
 
 
 def measure(m, n, k, orders=ORDERS, seed=0):
-    """One record per storage order: the row's and torch's times, errors, auto's plan."""
+    """One record per storage (order, alignment): the row's and torch's times, errors, auto's
+    plan."""
     row = narrow_row(m, n)
     g = torch.Generator(device="cuda").manual_seed(seed)
     wide_bytes = 4 * k * (n if row == "tf32x3_few_rows_mma" else m)
     records = []
-    for orders_ in orders:
-        A, B = stored(m, k, orders_[0], g), stored(k, n, orders_[1], g)
+    for orders_, aligned in ((o, a) for o in orders for a in (True, False)):
+        A, B = stored(m, k, orders_[0], g, aligned), stored(k, n, orders_[1], g, aligned)
         ref = A.double() @ B.double()
         reason = torch_vecgemm.fallback_reason(A, B, variant=row, precision="3xtf32")
         with tf32_allowed(False):
             torch_ms = time_ms(lambda: torch.matmul(A, B))
             torch_err = relative_error(torch.matmul(A, B), ref)
-        record = {"m": m, "n": n, "k": k, "orders": orders_, "row": row, "refused": reason, "torch_ms": torch_ms,
+        record = {"m": m, "n": n, "k": k, "orders": orders_, "aligned": aligned, "row": row, "refused": reason,
+                  "torch_ms": torch_ms,
                   "torch_err": torch_err, "auto_plan": str(torch_vecgemm.plan(A, B, precision="3xtf32"))}
         if reason is None:
             run = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, row, "3xtf32")  # noqa: E731
@@ -75,11 +81,12 @@ def measure(m, n, k, orders=ORDERS, seed=0):
 
 
 def report(records):
-    """Lines of text: each order's time, its ratio to rc's and to torch's, and the errors."""
+    """Lines of text: each storage's time, its ratio to aligned rc's and to torch's, and the
+    errors."""
     lines = []
-    base = {(r["m"], r["n"], r["k"]): r.get("ms") for r in records if r["orders"] == "rc"}
+    base = {(r["m"], r["n"], r["k"]): r.get("ms") for r in records if r["orders"] == "rc" and r["aligned"]}
     for r in records:
-        head = f"{r['m']}x{r['n']}x{r['k']} {r['orders']}"
+        head = f"{r['m']}x{r['n']}x{r['k']} {r['orders']}{'' if r['aligned'] else ' one float in'}"
         if r["refused"] is not None:
             lines.append(f"{head}: refused ({r['refused']}); auto: {r['auto_plan']}")
             continue

@@ -17,17 +17,10 @@ std::mutex g_mutex;
 }  // namespace
 
 namespace tf32x3_skinny_row {
-namespace {
-// The kernel reads 16 bytes at a time, along K or across the rows, whatever the orders.
-Reason refuses_storage(const char* row, const ProblemKey& key) {
-  if (key.vec4) return std::nullopt;
-  return std::string(row) + " takes 16-byte aligned operands (pointer, leading dimension and batch stride "
-         "multiples of 4 floats, storage holding the last line's last 4 floats whole)";
-}
-}  // namespace
 
+// The kernel reads any storage orders and alignment (sgemm_3xtf32_skinny.cuh): the narrow
+// side is its one limit.
 Reason refuses_few_rows(const ProblemKey& key) {
-  if (auto r = refuses_storage("tf32x3_few_rows_mma", key)) return r;
   if (key.m > kSkinnyMaxNarrow)
     return "tf32x3_few_rows_mma takes at most " + std::to_string(kSkinnyMaxNarrow) + " rows of A (M is " +
            std::to_string(key.m) + ")";
@@ -35,7 +28,6 @@ Reason refuses_few_rows(const ProblemKey& key) {
 }
 
 Reason refuses_few_columns(const ProblemKey& key) {
-  if (auto r = refuses_storage("tf32x3_few_cols_mma", key)) return r;
   if (key.n > kSkinnyMaxNarrow)
     return "tf32x3_few_cols_mma takes at most " + std::to_string(kSkinnyMaxNarrow) + " columns of B (N is " +
            std::to_string(key.n) + ")";

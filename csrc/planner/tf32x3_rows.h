@@ -92,9 +92,9 @@ Reason refuses_few_columns(const ProblemKey& key);
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
 // (99 KB) do not have. 64 x 128 after 128 x 64 (the same work and loads a block K tile:
 // they tie on large problems), for M <= 64, where it computes half the padding. The
-// narrow-side kernel last: only for 16-byte aligned operands, with M (few rows) or N (few
-// columns) at most kSkinnyMaxNarrow, where it reads the wide operand once at memory's pace
-// instead of computing 64- or 128-row tiles of padding.
+// narrow-side kernel last: only for M (few rows) or N (few columns) at most
+// kSkinnyMaxNarrow, where it reads the wide operand once at memory's pace instead of
+// computing 64- or 128-row tiles of padding.
 // The floors (relative Frobenius, randn, u = 2^-24; measured on the H200 beside cuBLAS's
 // error on the random sweep's problems, benchmarks/probes/precision_choice.py): the mma.sync
 // kernels' 4.2-5.2 u (docs/history.md, step 46), where 3xTF32 needs fp32 sums of 512

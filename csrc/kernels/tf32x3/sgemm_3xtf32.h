@@ -70,7 +70,8 @@ Tf32x3ConfigInfo tf32x3_wgmma_config_info();
 
 // ---- the narrow-side form (sgemm_3xtf32_skinny.cuh): few rows of A or few columns of B ----
 // Same results as launch_sgemm_3xtf32 (split-K partials into p.workspace when p.k_splits >
-// 1), for any storage orders, both operands 16-byte aligned (it throws otherwise). Config
+// 1), for any storage orders and alignment (vec4: both operands 16-byte aligned, read 16
+// bytes at a time; otherwise 4). Config
 // kSkinnyFewRows streams B past up to 32 rows of A at a time, kSkinnyFewColumns A past up
 // to 32 columns of B; a narrow side past 32 runs as several blocks along it, each reading
 // the wide operand again, which is what the planner keeps it from (kSkinnyMaxNarrow).

@@ -15,28 +15,35 @@ using tf32x3_skinny::SkinnyShape;
 
 [[noreturn]] void fail(const std::string& what) { fail_in("sgemm_3xtf32_skinny", what); }
 
-template <int kQTiles, bool kFewRows, bool kPAlongK, bool kQAlongK>
+template <int kQTiles, bool kFewRows, bool kPAlongK, bool kQAlongK, bool kVec4>
 const void* instance() {
-  return (const void*)&tf32x3_skinny::sgemm_3xtf32_skinny<SkinnyShape<kQTiles, kFewRows, kPAlongK, kQAlongK>>;
+  return (const void*)&tf32x3_skinny::sgemm_3xtf32_skinny<SkinnyShape<kQTiles, kFewRows, kPAlongK, kQAlongK, kVec4>>;
 }
 
 // The fewest MMA tiles of 8 that cover the narrow side (more than 32: several blocks along it).
-template <bool kFewRows, bool kPAlongK, bool kQAlongK>
+template <bool kFewRows, bool kPAlongK, bool kQAlongK, bool kVec4>
 const void* entry_for(int narrow) {
-  return narrow <= 8    ? instance<1, kFewRows, kPAlongK, kQAlongK>()
-         : narrow <= 16 ? instance<2, kFewRows, kPAlongK, kQAlongK>()
-                        : instance<4, kFewRows, kPAlongK, kQAlongK>();
+  return narrow <= 8    ? instance<1, kFewRows, kPAlongK, kQAlongK, kVec4>()
+         : narrow <= 16 ? instance<2, kFewRows, kPAlongK, kQAlongK, kVec4>()
+                        : instance<4, kFewRows, kPAlongK, kQAlongK, kVec4>();
+}
+
+template <bool kFewRows, bool kPAlongK, bool kQAlongK>
+const void* entry_for(int narrow, bool vec4) {
+  return vec4 ? entry_for<kFewRows, kPAlongK, kQAlongK, true>(narrow)
+              : entry_for<kFewRows, kPAlongK, kQAlongK, false>(narrow);
 }
 
 // The instance for the storage orders: the wide operand P is B's columns for few rows (its
 // rows K-contiguous where B is column-major) and A's rows for few columns (where A is
 // row-major); the narrow operand Q the other.
 template <bool kFewRows>
-const void* instance_for(int narrow, Layout la, Layout lb) {
+const void* instance_for(int narrow, Layout la, Layout lb, bool vec4) {
   const bool a_along_k = la == Layout::RowMajor, b_along_k = lb == Layout::ColMajor;
   const bool p_along_k = kFewRows ? b_along_k : a_along_k, q_along_k = kFewRows ? a_along_k : b_along_k;
-  if (p_along_k) return q_along_k ? entry_for<kFewRows, true, true>(narrow) : entry_for<kFewRows, true, false>(narrow);
-  return q_along_k ? entry_for<kFewRows, false, true>(narrow) : entry_for<kFewRows, false, false>(narrow);
+  if (p_along_k)
+    return q_along_k ? entry_for<kFewRows, true, true>(narrow, vec4) : entry_for<kFewRows, true, false>(narrow, vec4);
+  return q_along_k ? entry_for<kFewRows, false, true>(narrow, vec4) : entry_for<kFewRows, false, false>(narrow, vec4);
 }
 
 int q_rows_for(int narrow) { return narrow <= 8 ? 8 : narrow <= 16 ? 16 : 32; }
@@ -51,20 +58,19 @@ Tf32x3ConfigInfo tf32x3_skinny_config_info(int config) {
           S::kThreads, 0};
 }
 
-const void* tf32x3_skinny_kernel_entry(int config, Layout la, Layout lb, bool) {
-  if (config == kSkinnyFewRows) return instance_for<true>(1, la, lb);
-  if (config == kSkinnyFewColumns) return instance_for<false>(1, la, lb);
+const void* tf32x3_skinny_kernel_entry(int config, Layout la, Layout lb, bool vec4) {
+  if (config == kSkinnyFewRows) return instance_for<true>(1, la, lb, vec4);
+  if (config == kSkinnyFewColumns) return instance_for<false>(1, la, lb, vec4);
   fail("no config " + std::to_string(config));
 }
 
 void launch_sgemm_3xtf32_skinny(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
   if (config != kSkinnyFewRows && config != kSkinnyFewColumns) fail("no config " + std::to_string(config));
-  if (!vec4) fail("takes 16-byte aligned operands only (the planner checks this first)");
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
   const bool few_rows = config == kSkinnyFewRows;
   const int narrow = few_rows ? p.m : p.n, wide = few_rows ? p.n : p.m;
   const int64_t blocks = (int64_t(wide) + 31) / 32 * ((narrow + q_rows_for(narrow) - 1) / q_rows_for(narrow));
-  launch_over_batch(few_rows ? instance_for<true>(narrow, la, lb) : instance_for<false>(narrow, la, lb), p, blocks,
+  launch_over_batch(few_rows ? instance_for<true>(narrow, la, lb, vec4) : instance_for<false>(narrow, la, lb, vec4), p, blocks,
                     SkinnyShape<1, true>::kThreads, 0, stream, "sgemm_3xtf32_skinny");
 }
 

@@ -4,7 +4,8 @@
 // at the H200's 4.2 TB/s. The tiled kernels compute 64- or 128-row tiles that are mostly
 // padding there, at the tensor core's pace rather than memory's (50 us at 1x4096x4096).
 //
-// What it computes. Any storage orders, 16-byte aligned. The wide operand P (B's columns for
+// What it computes. Any storage orders and alignment (16-byte loads where both operands'
+// rows are 16-byte aligned, 4-byte ones otherwise). The wide operand P (B's columns for
 // few rows, A's rows for few columns) is the MMA's A side, 16 rows an MMA tile; the narrow
 // one Q the MMA's B side, 8 rows an MMA tile. A block takes 32 rows of P by kQTiles x 8 rows
 // of Q over its K range; its 4 warps take the K chunks of 32 in turn (warp w: chunks w,
@@ -52,12 +53,14 @@ using tf32x3::Pass;
 
 // kQTiles: MMA tiles of 8 narrow rows (Q) a block; kFewRows: Q is A (few rows of the
 // output), else B's columns (few columns); kPAlongK, kQAlongK: P's and Q's rows are
-// K-contiguous in memory (else their K slots are: the header's "How").
-template <int kQTiles_, bool kFewRows_, bool kPAlongK_ = true, bool kQAlongK_ = true>
+// K-contiguous in memory (else their K slots are: the header's "How"); kVec4: both operands
+// 16-byte aligned (pointer, leading dimension, batch stride), else read 4 bytes at a time.
+template <int kQTiles_, bool kFewRows_, bool kPAlongK_ = true, bool kQAlongK_ = true, bool kVec4_ = true>
 struct SkinnyShape {
   static constexpr int kQTiles = kQTiles_;
   static constexpr bool kFewRows = kFewRows_;
   static constexpr bool kPAlongK = kPAlongK_, kQAlongK = kQAlongK_;
+  static constexpr bool kVec4 = kVec4_;
   // The names tf32x3's helpers (any_nan, rescale_rows, ...) read the accumulators by.
   static constexpr int kMTiles = 2, kNTiles = kQTiles;
   static constexpr int kPRows = 16 * kMTiles, kQRows = 8 * kQTiles;
@@ -138,15 +141,17 @@ struct Rows {
 };
 
 // The 16-byte unit at row + k, the K range ending at k_len: whole, partly (element by
-// element) or not at all inside it. A missing row reads as zeros.
-template <bool kWhole>
+// element) or not at all inside it. A missing row reads as zeros. Without kVec4, element
+// by element always (the lanes of a row still read 64 contiguous bytes, from L1 after the
+// first of the four loads).
+template <bool kWhole, bool kVec4>
 __device__ __forceinline__ float4 load4(const float* row, int k, int k_len) {
   if (row == nullptr) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  if constexpr (!kWhole) {
-    if (k + 4 > k_len) {
+  if constexpr (!kWhole || !kVec4) {
+    if (!kVec4 || k + 4 > k_len) {
       float v[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) v[e] = k + e < k_len ? __ldg(row + k + e) : 0.0f;
+      for (int e = 0; e < 4; ++e) v[e] = kWhole || k + e < k_len ? __ldg(row + k + e) : 0.0f;
       return make_float4(v[0], v[1], v[2], v[3]);
     }
   }
@@ -154,9 +159,10 @@ __device__ __forceinline__ float4 load4(const float* row, int k, int k_len) {
 }
 
 // kN consecutive floats (kN = 1, 2, 4) of the lines at K `k` into v: whole where `count`
-// >= kN (a 4 kN-byte load; the operand's alignment and the lines' first index, a multiple of
-// kN, align it), element by element below that, zeros outside the K range or the operand.
-template <int kN, bool kWhole>
+// >= kN and kVec4 (a 4 kN-byte load; the operand's alignment and the lines' first index, a
+// multiple of kN, align it), element by element otherwise, zeros outside the K range or
+// the operand.
+template <int kN, bool kWhole, bool kVec4>
 __device__ __forceinline__ void load_across(const Lines<kN, false>& lines, int k, int k_len, float (&v)[kN]) {
   if (lines.first == nullptr || (!kWhole && k >= k_len)) {
 #pragma unroll
@@ -164,7 +170,7 @@ __device__ __forceinline__ void load_across(const Lines<kN, false>& lines, int k
     return;
   }
   const float* at = lines.first + k * lines.ld;
-  if (lines.count >= kN) {
+  if (kVec4 && lines.count >= kN) {
     if constexpr (kN == 4) {
       const float4 x = __ldg(reinterpret_cast<const float4*>(at));
       v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
@@ -189,14 +195,14 @@ __device__ __forceinline__ void load_chunk(const Rows<S>& rows, int k, int k_len
     for (int i = 0; i < S::kMTiles; ++i)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        c.p.v[i][h][0] = load4<kWhole>(rows.p.row[2 * i + h], k0, k_len);
-        c.p.v[i][h][1] = load4<kWhole>(rows.p.row[2 * i + h], k1, k_len);
+        c.p.v[i][h][0] = load4<kWhole, S::kVec4>(rows.p.row[2 * i + h], k0, k_len);
+        c.p.v[i][h][1] = load4<kWhole, S::kVec4>(rows.p.row[2 * i + h], k1, k_len);
       }
   } else {
 #pragma unroll
     for (int slot = 0; slot < 8; ++slot) {
       float v[4];
-      load_across<4, kWhole>(rows.p, k + slot_k(slot, t), k_len, v);
+      load_across<4, kWhole, S::kVec4>(rows.p, k + slot_k(slot, t), k_len, v);
       c.p.v[slot] = make_float4(v[0], v[1], v[2], v[3]);
     }
   }
@@ -204,12 +210,12 @@ __device__ __forceinline__ void load_chunk(const Rows<S>& rows, int k, int k_len
     const int k0 = k + 4 * t, k1 = k + 16 + 4 * t;
 #pragma unroll
     for (int j = 0; j < S::kQTiles; ++j) {
-      c.q.v[j][0] = load4<kWhole>(rows.q.row[j], k0, k_len);
-      c.q.v[j][1] = load4<kWhole>(rows.q.row[j], k1, k_len);
+      c.q.v[j][0] = load4<kWhole, S::kVec4>(rows.q.row[j], k0, k_len);
+      c.q.v[j][1] = load4<kWhole, S::kVec4>(rows.q.row[j], k1, k_len);
     }
   } else {
 #pragma unroll
-    for (int slot = 0; slot < 8; ++slot) load_across<S::kQTiles, kWhole>(rows.q, k + slot_k(slot, t), k_len, c.q.v[slot]);
+    for (int slot = 0; slot < 8; ++slot) load_across<S::kQTiles, kWhole, S::kVec4>(rows.q, k + slot_k(slot, t), k_len, c.q.v[slot]);
   }
 }
 
