@@ -370,13 +370,13 @@ def test_narrow_orders_picks_the_row_and_compares_each_order_with_rc():
     common = {"m": 8, "n": 4096, "k": 4096, "row": "tf32x3_few_rows_mma", "torch_ms": 0.03, "torch_err": 2e-7,
               "auto_plan": "tf32x3_few_rows_mma"}
     rc = {**common, "orders": "rc", "aligned": True, "refused": None, "ms": 0.02, "err": 1e-7, "split_k": 1,
-          "wide_gb_per_s": 3355.4}
+          "predicted_ms": 0.018, "wide_gb_per_s": 3355.4}
     rc_in = {**rc, "aligned": False, "ms": 0.03}
     rr = {**rc, "orders": "rr", "ms": 0.025}
     cc = {**common, "orders": "cc", "aligned": True, "refused": "a narrow side past 32"}
     lines = report([rc_in, rc, rr, cc])
     assert lines[0].startswith("8x4096x4096 rc one float in:") and "1.50x rc's" in lines[0]
-    assert "1.00x rc's" in lines[1] and "1.50x torch.matmul" in lines[1]
+    assert "1.00x rc's" in lines[1] and "1.50x torch.matmul" in lines[1] and "priced 18.0" in lines[1]
     assert "1.25x rc's" in lines[2] and "1.20x torch.matmul" in lines[2]
     assert lines[3].startswith("8x4096x4096 cc: refused (a narrow side past 32)")
 
