@@ -360,8 +360,8 @@ def test_mma_tf32_share_carries_a_share_to_another_gpu():
     assert predicted_ratio(0.5, 60.0, 20.0, 0.5) == pytest.approx(1.0)
 
 
-def test_narrow_orders_picks_the_row_and_compares_each_order_with_rc():
-    from benchmarks.probes.narrow_orders import PROBLEMS, narrow_row, report
+def test_narrow_orders_picks_the_row_and_compares_each_storage_with_aligned_rc():
+    from benchmarks.probes.narrow_orders import PROBLEMS, narrow_row, report, with_ratios
 
     assert narrow_row(1, 4096) == narrow_row(32, 33) == "tf32x3_few_rows_mma"
     assert narrow_row(4096, 8) == narrow_row(33, 32) == "tf32x3_few_cols_mma"
@@ -370,15 +370,18 @@ def test_narrow_orders_picks_the_row_and_compares_each_order_with_rc():
     common = {"m": 8, "n": 4096, "k": 4096, "row": "tf32x3_few_rows_mma", "torch_ms": 0.03, "torch_err": 2e-7,
               "auto_plan": "tf32x3_few_rows_mma"}
     rc = {**common, "orders": "rc", "aligned": True, "refused": None, "ms": 0.02, "err": 1e-7, "split_k": 1,
-          "predicted_ms": 0.018, "wide_gb_per_s": 3355.4}
-    rc_in = {**rc, "aligned": False, "ms": 0.03}
+          "predicted_ms": 0.016, "wide_gb_per_s": 3355.4}
+    unaligned = {**rc, "aligned": False, "ms": 0.03}
     rr = {**rc, "orders": "rr", "ms": 0.025}
-    cc = {**common, "orders": "cc", "aligned": True, "refused": "a narrow side past 32"}
-    lines = report([rc_in, rc, rr, cc])
-    assert lines[0].startswith("8x4096x4096 rc one float in:") and "1.50x rc's" in lines[0]
-    assert "1.00x rc's" in lines[1] and "1.50x torch.matmul" in lines[1] and "priced 18.0" in lines[1]
-    assert "1.25x rc's" in lines[2] and "1.20x torch.matmul" in lines[2]
-    assert lines[3].startswith("8x4096x4096 cc: refused (a narrow side past 32)")
+    refused = {**common, "orders": "cc", "aligned": True, "refused": "a narrow side past 32"}
+    other = {**rc, "n": 2048, "aligned": False}  # another problem, whose aligned rc was not timed
+    out = with_ratios([unaligned, rc, rr, refused, other])
+    assert [r.get("vs_rc") for r in out] == [pytest.approx(1.5), pytest.approx(1.0), pytest.approx(1.25), None, None]
+    assert [r.get("speedup") for r in out] == [pytest.approx(1.0), pytest.approx(1.5), pytest.approx(1.2), None,
+                                               pytest.approx(1.5)]
+    assert out[1]["vs_price"] == pytest.approx(1.25)
+    assert "vs_rc" not in out[3]  # refused: nothing timed
+    assert len(report([unaligned, rc, rr, refused, other])) == 5
 
 
 def test_tf32x3_error_floor_finds_where_a_row_stays_within_cublas():

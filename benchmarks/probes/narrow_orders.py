@@ -84,22 +84,34 @@ def measure(m, n, k, orders=ORDERS, seed=0):
     return records
 
 
+def with_ratios(records):
+    """Each timed record with its time over aligned rc's on the same problem (`vs_rc`, None
+    where rc was not timed), over the planner's price (`vs_price`) and torch's time over
+    its (`speedup`)."""
+    base = {(r["m"], r["n"], r["k"]): r.get("ms") for r in records if r["orders"] == "rc" and r["aligned"]}
+    out = []
+    for r in records:
+        if r["refused"] is None:
+            rc = base.get((r["m"], r["n"], r["k"]))
+            r = dict(r, vs_rc=r["ms"] / rc if rc else None, vs_price=r["ms"] / r["predicted_ms"],
+                     speedup=r["torch_ms"] / r["ms"])
+        out.append(r)
+    return out
+
+
 def report(records):
-    """Lines of text: each storage's time, its ratio to aligned rc's and to torch's, and the
+    """Lines of text: each storage's time against aligned rc's, its price and torch's, and the
     errors."""
     lines = []
-    base = {(r["m"], r["n"], r["k"]): r.get("ms") for r in records if r["orders"] == "rc" and r["aligned"]}
-    for r in records:
+    for r in with_ratios(records):
         head = f"{r['m']}x{r['n']}x{r['k']} {r['orders']}{'' if r['aligned'] else ' one float in'}"
         if r["refused"] is not None:
             lines.append(f"{head}: refused ({r['refused']}); auto: {r['auto_plan']}")
             continue
-        rc = base.get((r["m"], r["n"], r["k"]))
-        lines.append(f"{head}: {r['ms'] * 1e3:7.1f} us (split-k {r['split_k']}, priced "
-                     f"{r['predicted_ms'] * 1e3:.1f}), {r['ms'] / rc if rc else float('nan'):.2f}x rc's, "
-                     f"{r['wide_gb_per_s']:6.0f} GB/s, "
-                     f"{r['torch_ms'] / r['ms']:.2f}x torch.matmul, error {r['err']:.2e} (cuBLAS {r['torch_err']:.2e}); "
-                     f"auto: {r['auto_plan']}")
+        vs_rc = "-" if r["vs_rc"] is None else f"{r['vs_rc']:.2f}x"
+        lines.append(f"{head}: {r['ms'] * 1e3:7.1f} us (split-k {r['split_k']}), {vs_rc} aligned rc's, "
+                     f"{r['vs_price']:.2f}x its price, {r['wide_gb_per_s']:6.0f} GB/s, {r['speedup']:.2f}x torch.matmul, "
+                     f"error {r['err']:.2e} (cuBLAS {r['torch_err']:.2e}); auto: {r['auto_plan']}")
     return lines
 
 
