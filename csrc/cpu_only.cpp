@@ -35,6 +35,10 @@ std::vector<RankedChoice> model_ranking(const std::string&) {
 }
 void set_dependent_launch(bool) {}
 void set_torch_handoff(bool) {}
+void set_narrow_block_rows(int rows) {
+  TORCH_CHECK(rows == 0 || rows == 8 || rows == 16 || rows == 32, "vecgemm: block rows must be 0, 8, 16 or 32, not ",
+              rows);
+}
 bool torch_handoff_enabled() { return false; }
 void register_aten_kernels(bool) {}  // no kernels: every product stays torch's
 

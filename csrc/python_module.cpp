@@ -147,6 +147,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
               "Whether the lenient op hands IEEE plans to torch.matmul where the device profile's rule "
               "predicts it faster (on by default); off, they run on the kernels.");
   testing.def("torch_handoff_enabled", &vecgemm::torch_handoff_enabled);
+  testing.def("set_narrow_block_rows", &vecgemm::set_narrow_block_rows, py::arg("rows"),
+              "The narrow operand's rows a block of the narrow-side 3xTF32 kernel takes: 8, 16 or 32, or 0 (the "
+              "default) for the fewest that cover the narrow side.");
   testing.def("set_dependent_launch", &vecgemm::set_dependent_launch,
               "Whether second passes may overlap the end of the kernel before them (on unless "
               "VECGEMM_DEPENDENT_LAUNCH=0).");

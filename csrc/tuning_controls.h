@@ -41,4 +41,10 @@ void set_dependent_launch(bool enabled);
 void set_torch_handoff(bool enabled);
 bool torch_handoff_enabled();
 
+// Measurement knob: the rows of the narrow operand a block of the narrow-side 3xTF32 kernel
+// takes, 8, 16 or 32, or 0 (the default) for the fewest that cover the narrow side: fewer
+// rows a block keep more warps resident (fewer registers), at the price of reading the
+// wide operand's tile once a block (kernels/tf32x3/sgemm_3xtf32.h).
+void set_narrow_block_rows(int rows);
+
 }  // namespace vecgemm

@@ -860,6 +860,39 @@ def test_narrow_side_results_do_not_depend_on_storage(variant, rng):
                                                 (out - want).abs().max().item())
 
 
+@requires_kernels
+def test_narrow_block_rows_knob_takes_only_the_instances():
+    knob = torch_vecgemm._C._testing.set_narrow_block_rows
+    for bad in (-8, 4, 12, 64):
+        with pytest.raises(RuntimeError, match="0, 8, 16 or 32"):
+            knob(bad)
+    for rows in (8, 16, 32, 0):
+        knob(rows)
+
+
+@gpu
+@pytest.mark.parametrize("variant", sorted(NARROW_SIDE))
+def test_narrow_side_results_do_not_depend_on_block_rows(variant, rng):
+    # A narrow side past a block's rows runs as several blocks along it (each reading the
+    # wide operand's tile): the fast pass makes every output with the same MMAs in the same
+    # order, so the same bits whatever rows a block takes. (Not the recomputations: a warp
+    # decides them for its whole tile, which the block's rows change.)
+    kind = NARROW_SIDE[variant]
+    knob = torch_vecgemm._C._testing.set_narrow_block_rows
+    try:
+        for narrow, wide, k, orders in [(32, 257, 2052, "rc"), (20, 70, 4100, "rr"), (13, 97, 260, "cc")]:
+            A, B = _narrow_operands(rng, kind, narrow, wide, k, orders=orders)
+            knob(0)
+            want = ops.sgemm(A, B, None, 1.0, 0.0, variant, "3xtf32")
+            for rows in (8, 16, 32):
+                knob(rows)
+                poison_allocator(want.shape)
+                out = ops.sgemm(A, B, None, 1.0, 0.0, variant, "3xtf32")
+                assert torch.equal(out, want), (narrow, wide, k, orders, rows)
+    finally:
+        knob(0)
+
+
 @gpu
 def test_narrow_side_kernel_is_the_fastest_row_for_decode(rng):
     # x @ W.T with a few tokens: the wide operand read once instead of 64-row tiles of padding.

@@ -10,10 +10,14 @@ order of DRAM pages; unaligned operands four 4-byte loads for each. For each pro
 gave to fp32 while only aligned row-major A and column-major B were read), each of the
 four storage orders, aligned and one float in, it times the row by name (the strict op)
 and torch.matmul fp32 (TF32 off) on the same operands (`benchmarks.common.time_ms`: median,
-L2 cleared before each run), and prints each storage's time against aligned rc's and against the time the
-planner prices the row at (what the speed rule's slack for the row rests on), the wide
-operand's bytes per second, the ratio to torch, the error against float64 beside cuBLAS's,
-and the plan auto makes in precision 3xTF32. Needs a GPU of sm_80 or newer.
+L2 cleared before each run), and prints each storage's time against aligned rc's and
+against the time the planner prices the row at (what the speed rule's slack for the row
+rests on), the wide operand's bytes per second, the ratio to torch, the error against
+float64 beside cuBLAS's, and the plan auto makes in precision 3xTF32. Then, for the
+problems whose narrow side is past 8, aligned rc with each of the kernel's block heights
+forced (8, 16 and 32 rows of the narrow operand a block; `_C._testing.set_narrow_block_rows`):
+fewer rows keep more warps resident, each block reading its tile of the wide operand, the
+second and later from L2. Needs a GPU of sm_80 or newer.
 
     python -m benchmarks.probes.narrow_orders [--out FILE.json]
 """
@@ -84,6 +88,28 @@ def measure(m, n, k, orders=ORDERS, seed=0):
     return records
 
 
+BLOCK_ROWS = (8, 16, 32)
+
+
+def block_rows_times(m, n, k, seed=0):
+    """Aligned rc's time with each block height forced, by rows (none where the narrow side
+    fits 8 rows: every height is then one block along it)."""
+    row = narrow_row(m, n)
+    if min(m, n) <= 8:
+        return {}
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    A, B = stored(m, k, "r", g), stored(k, n, "c", g)
+    knob = torch_vecgemm._C._testing.set_narrow_block_rows
+    times = {}
+    try:
+        for rows in BLOCK_ROWS:
+            knob(rows)
+            times[rows] = time_ms(lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, row, "3xtf32"))
+    finally:
+        knob(0)
+    return times
+
+
 def with_ratios(records):
     """Each timed record with its time over aligned rc's on the same problem (`vs_rc`, None
     where rc was not timed), over the planner's price (`vs_price`) and torch's time over
@@ -123,9 +149,15 @@ def main(argv=None):
         sys.exit("narrow_orders needs a GPU")
     records = [r for m, n, k in PROBLEMS for r in measure(m, n, k)]
     print("\n".join(report(records)))
+    heights = []
+    for m, n, k in PROBLEMS:
+        times = block_rows_times(m, n, k)
+        if times:
+            heights.append({"m": m, "n": n, "k": k, "ms": times})
+            print(f"{m}x{n}x{k} rc, rows a block: " + ", ".join(f"{rows} {ms * 1e3:.1f} us" for rows, ms in times.items()))
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"machine": machine_info(), "records": records}, f, indent=1)
+            json.dump({"machine": machine_info(), "records": records, "block_rows": heights}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -85,5 +85,10 @@ Tf32x3ConfigInfo tf32x3_skinny_config_info(int config);
 // Its instance for 8 narrow rows in these storage orders, for cudaFuncGetAttributes and
 // occupancy queries.
 const void* tf32x3_skinny_kernel_entry(int config, Layout la, Layout lb, bool vec4);
+// For probes: the rows of the narrow operand a block takes, 8, 16 or 32 (a narrow side past
+// them runs as several blocks along it, each reading its tile of the wide operand, the
+// second and later from L2), or 0 (the default) for the fewest that cover the narrow side.
+// The results do not depend on it. Throws for any other value.
+void set_tf32x3_skinny_block_rows(int rows);
 
 }  // namespace vecgemm

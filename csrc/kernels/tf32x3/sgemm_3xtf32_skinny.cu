@@ -1,6 +1,7 @@
 // Instances and launcher of the narrow-side 3xTF32 kernel (sgemm_3xtf32_skinny.cuh). Builds
 // in the extension and standalone (no torch headers).
 #include <algorithm>
+#include <atomic>
 #include <string>
 
 #include "kernels/batch_launch.h"
@@ -20,33 +21,40 @@ const void* instance() {
   return (const void*)&tf32x3_skinny::sgemm_3xtf32_skinny<SkinnyShape<kQTiles, kFewRows, kPAlongK, kQAlongK, kVec4>>;
 }
 
-// The fewest MMA tiles of 8 that cover the narrow side (more than 32: several blocks along it).
+// Rows of the narrow operand a block takes (8, 16 or 32); 0: the fewest that cover it.
+std::atomic<int> g_block_rows{0};
+
+// The fewest MMA tiles of 8 that cover the narrow side (more than 32: several blocks along
+// it), unless set_tf32x3_skinny_block_rows fixed them.
+int q_rows_for(int narrow) {
+  const int forced = g_block_rows.load();
+  return forced != 0 ? forced : narrow <= 8 ? 8 : narrow <= 16 ? 16 : 32;
+}
+
 template <bool kFewRows, bool kPAlongK, bool kQAlongK, bool kVec4>
-const void* entry_for(int narrow) {
-  return narrow <= 8    ? instance<1, kFewRows, kPAlongK, kQAlongK, kVec4>()
-         : narrow <= 16 ? instance<2, kFewRows, kPAlongK, kQAlongK, kVec4>()
+const void* entry_for(int q_rows) {
+  return q_rows == 8    ? instance<1, kFewRows, kPAlongK, kQAlongK, kVec4>()
+         : q_rows == 16 ? instance<2, kFewRows, kPAlongK, kQAlongK, kVec4>()
                         : instance<4, kFewRows, kPAlongK, kQAlongK, kVec4>();
 }
 
 template <bool kFewRows, bool kPAlongK, bool kQAlongK>
-const void* entry_for(int narrow, bool vec4) {
-  return vec4 ? entry_for<kFewRows, kPAlongK, kQAlongK, true>(narrow)
-              : entry_for<kFewRows, kPAlongK, kQAlongK, false>(narrow);
+const void* entry_for(int q_rows, bool vec4) {
+  return vec4 ? entry_for<kFewRows, kPAlongK, kQAlongK, true>(q_rows)
+              : entry_for<kFewRows, kPAlongK, kQAlongK, false>(q_rows);
 }
 
 // The instance for the storage orders: the wide operand P is B's columns for few rows (its
 // rows K-contiguous where B is column-major) and A's rows for few columns (where A is
 // row-major); the narrow operand Q the other.
 template <bool kFewRows>
-const void* instance_for(int narrow, Layout la, Layout lb, bool vec4) {
+const void* instance_for(int q_rows, Layout la, Layout lb, bool vec4) {
   const bool a_along_k = la == Layout::RowMajor, b_along_k = lb == Layout::ColMajor;
   const bool p_along_k = kFewRows ? b_along_k : a_along_k, q_along_k = kFewRows ? a_along_k : b_along_k;
   if (p_along_k)
-    return q_along_k ? entry_for<kFewRows, true, true>(narrow, vec4) : entry_for<kFewRows, true, false>(narrow, vec4);
-  return q_along_k ? entry_for<kFewRows, false, true>(narrow, vec4) : entry_for<kFewRows, false, false>(narrow, vec4);
+    return q_along_k ? entry_for<kFewRows, true, true>(q_rows, vec4) : entry_for<kFewRows, true, false>(q_rows, vec4);
+  return q_along_k ? entry_for<kFewRows, false, true>(q_rows, vec4) : entry_for<kFewRows, false, false>(q_rows, vec4);
 }
-
-int q_rows_for(int narrow) { return narrow <= 8 ? 8 : narrow <= 16 ? 16 : 32; }
 
 }  // namespace
 
@@ -59,9 +67,14 @@ Tf32x3ConfigInfo tf32x3_skinny_config_info(int config) {
 }
 
 const void* tf32x3_skinny_kernel_entry(int config, Layout la, Layout lb, bool vec4) {
-  if (config == kSkinnyFewRows) return instance_for<true>(1, la, lb, vec4);
-  if (config == kSkinnyFewColumns) return instance_for<false>(1, la, lb, vec4);
+  if (config == kSkinnyFewRows) return instance_for<true>(8, la, lb, vec4);
+  if (config == kSkinnyFewColumns) return instance_for<false>(8, la, lb, vec4);
   fail("no config " + std::to_string(config));
+}
+
+void set_tf32x3_skinny_block_rows(int rows) {
+  if (rows != 0 && rows != 8 && rows != 16 && rows != 32) fail("block rows must be 0, 8, 16 or 32");
+  g_block_rows = rows;
 }
 
 void launch_sgemm_3xtf32_skinny(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream) {
@@ -69,9 +82,10 @@ void launch_sgemm_3xtf32_skinny(int config, const GemmParams& p, Layout la, Layo
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
   const bool few_rows = config == kSkinnyFewRows;
   const int narrow = few_rows ? p.m : p.n, wide = few_rows ? p.n : p.m;
-  const int64_t blocks = (int64_t(wide) + 31) / 32 * ((narrow + q_rows_for(narrow) - 1) / q_rows_for(narrow));
-  launch_over_batch(few_rows ? instance_for<true>(narrow, la, lb, vec4) : instance_for<false>(narrow, la, lb, vec4), p, blocks,
-                    SkinnyShape<1, true>::kThreads, 0, stream, "sgemm_3xtf32_skinny");
+  const int q_rows = q_rows_for(narrow);
+  const int64_t blocks = (int64_t(wide) + 31) / 32 * ((narrow + q_rows - 1) / q_rows);
+  launch_over_batch(few_rows ? instance_for<true>(q_rows, la, lb, vec4) : instance_for<false>(q_rows, la, lb, vec4), p,
+                    blocks, SkinnyShape<1, true>::kThreads, 0, stream, "sgemm_3xtf32_skinny");
 }
 
 }  // namespace vecgemm
