@@ -239,11 +239,7 @@ std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
   return plan_of(A, B, AutoSelect{}, Precision::Ieee)->key.str();
 }
 
-void set_narrow_block_rows(int rows) {
-  TORCH_CHECK(rows == 0 || rows == 8 || rows == 16 || rows == 32, "vecgemm: block rows must be 0, 8, 16 or 32, not ",
-              rows);
-  set_tf32x3_skinny_block_rows(rows);
-}
+void set_narrow_block_rows(int rows) { set_tf32x3_skinny_block_rows(rows); }  // refuses other heights
 
 int resident_blocks(const std::string& config) {
   const auto row = kernel_config_of(config);
