@@ -171,10 +171,12 @@ def make_operand(rng: Rng, rows, cols, layout, *, batch=None, device="cuda", off
     return t
 
 
-def aligned_operand(rng: Rng, rows, cols, layout, batch=None):
+def aligned_operand(rng: Rng, rows, cols, layout, batch=None, device="cuda", offset=0):
     """make_operand with the leading dimension padded to a multiple of 4 floats: every
-    variant, the ones built for 16-byte aligned operands included, takes it at any shape."""
-    return make_operand(rng, rows, cols, layout, batch=batch, ld_pad=-(cols if layout == "r" else rows) % 4)
+    variant, the ones built for 16-byte aligned operands included, takes it at any shape
+    (with offset 0; offset 1 starts every row one float past that)."""
+    return make_operand(rng, rows, cols, layout, batch=batch, device=device, offset=offset,
+                        ld_pad=-(cols if layout == "r" else rows) % 4)
 
 
 # ---- references and checks -----------------------------------------------------------------

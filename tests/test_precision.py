@@ -21,6 +21,7 @@ from conftest import (
     TF32X3_KERNELS,
     TILINGS,
     U32,
+    aligned_operand,
     assert_gemm_close,
     gpu,
     make_operand,
@@ -777,22 +778,15 @@ def _narrow_operands(rng, kind, narrow, wide, k, batch=None, device="cuda", orde
     floats, so that rows start 16-byte aligned; otherwise both start one float in. The
     default, row-major A and column-major B, is nn.Linear's x @ W.T."""
     m, n = (narrow, wide) if kind == "rows" else (wide, narrow)
-
-    def operand(rows, cols, layout):
-        pad = -(cols if layout == "r" else rows) % 4
-        return make_operand(rng, rows, cols, layout, batch=batch, device=device, ld_pad=pad, offset=0 if aligned else 1)
-
-    return operand(m, k, orders[0]), operand(k, n, orders[1])
+    offset = 0 if aligned else 1
+    return (aligned_operand(rng, m, k, orders[0], batch=batch, device=device, offset=offset),
+            aligned_operand(rng, k, n, orders[1], batch=batch, device=device, offset=offset))
 
 
-def _stored(t, layout, aligned=True):
-    """t's values (a matrix) in a fresh operand stored row- ("r") or column-major ("c"), its
-    leading dimension a multiple of 4 floats, starting 16-byte aligned or one float in."""
-    rows, cols = t.shape
-    lines, line = (rows, cols) if layout == "r" else (cols, rows)
-    ld, offset = line + -line % 4, 0 if aligned else 1
-    buffer = torch.empty(lines * ld + offset, device=t.device)[offset:].view(lines, ld)[:, :line]
-    return (buffer if layout == "r" else buffer.t()).copy_(t)
+def _stored(rng, t, layout, aligned=True):
+    """t's values (a matrix) in a fresh operand stored row- ("r") or column-major ("c") as
+    _narrow_operands stores them."""
+    return aligned_operand(rng, *t.shape, layout, device=t.device, offset=0 if aligned else 1).copy_(t)
 
 
 @requires_kernels
@@ -851,7 +845,7 @@ def test_narrow_side_results_do_not_depend_on_storage(variant, rng):
         splits = torch_vecgemm.plan(A, B, variant=variant).split_k
         for orders in LAYOUTS:
             for aligned in (True, False):
-                a, b = _stored(A, orders[0], aligned), _stored(B, orders[1], aligned)
+                a, b = _stored(rng, A, orders[0], aligned), _stored(rng, B, orders[1], aligned)
                 assert torch.equal(a, A) and torch.equal(b, B)
                 assert torch_vecgemm.plan(a, b, variant=variant).split_k == splits
                 poison_allocator(want.shape)
