@@ -14,8 +14,8 @@ import pytest
 
 import torch_vecgemm
 from torch_vecgemm import _C, _profiles
-from conftest import requires_kernels
-from test_recorded_device import facts, plan
+from conftest import TF32X3_KERNELS, requires_kernels
+from test_recorded_device import WGMMA, facts, plan
 
 pytestmark = requires_kernels
 _testing = _C._testing
@@ -103,6 +103,9 @@ def _set(path, value):
     (_set(("tf32x3", "tf32x3_128x128_wgmma", "b_split_ns"), None), "needs b_split_ns"),
     (_set(("tf32x3", "tf32x3_128x128_wgmma", "a_split_ns"), -1150.0), "(k_tile_ns plus either, or both, still above 0)"),
     (_set(("tf32x3", "tf32x3_nonexistent"), {"k_tile_ns": 1.0}), "no 3xTF32 row 'tf32x3_nonexistent'"),
+    (_set(("tf32x3", "tf32x3_few_rows_mma", "rr_percent"), 0.0), "(above 0, at most 1000)"),
+    (_set(("tf32x3", "tf32x3_128x64_mma", "unaligned_percent"), 2000.0), "(above 0, at most 1000)"),
+    (_set(("tf32x3", "tf32x3_128x64_mma", "rx_percent"), 100.0), "nothing else"),
     (_set(("torch_handoff", "copies"), None), "torch_handoff needs copies"),
     (_set(("torch_handoff", "log_k"), 0.1), "a weight 'log_k' that this build does not know"),
     (_set(("torch_handoff", "configs", "tiled_999x1x1"), -1.0), "torch_handoff names no kernel config 'tiled_999x1x1'"),
@@ -132,3 +135,38 @@ def test_import_names_the_file_that_cannot_be_used(tmp_path):
 def test_the_package_loaded_the_shipped_profiles():
     assert torch_vecgemm._profiles is _profiles
     assert _testing.profile_name(_testing.add_recorded_device(facts(90, 132))) == "NVIDIA H200"
+
+
+def test_a_3xtf32_row_is_planned_only_on_the_storage_its_profile_prices(tmp_path):
+    """A 3xTF32 row's storage figures (rr_percent .. cc_percent, unaligned_percent) price it
+    on each storage against the one its other figures were fitted on; one left out keeps
+    auto from planning the row there, while the strict op still runs it. Decode (8 tokens
+    through a 4096 x 4096 weight) on an sm_89 GPU of the H200's SM count priced with the
+    H200's figures, whose narrow rows are priced on aligned rc alone."""
+    doc = shipped("h200.json")
+    doc.update(name="a GPU of the storage test", serves={"capability": 89, "sms": 132})
+    (tmp_path / "storage.json").write_text(json.dumps(doc))
+    assert _profiles.load(tmp_path) == [doc["name"]]
+    device = _testing.add_recorded_device(facts(89, 132, {WGMMA: "needs sm_90a"} if WGMMA in TF32X3_KERNELS else {}))
+
+    def decode(orders, aligned=True, variant="auto"):
+        return _testing.recorded_plan(device, 8, 4096, 4096, orders, aligned, aligned, "3xtf32", variant=variant)
+
+    rc = decode("rc")
+    assert rc["kernel"] == "tf32x3_few_rows_mma", rc
+    for orders, aligned in (("rr", True), ("cr", True), ("cc", True), ("rc", False)):
+        assert decode(orders, aligned)["kernel"] != "tf32x3_few_rows_mma", (orders, aligned)
+        forced = decode(orders, aligned, variant="tf32x3_few_rows_mma")
+        assert forced["kernel"] == "tf32x3_few_rows_mma" and forced["predicted_us"] == rc["predicted_us"], forced
+    # Priced on rr at its fitted speed: planned there, at rc's price; at half of it, priced
+    # at over 1.5x (the launch and the split's reduction are the same).
+    rows = doc["tf32x3"]["tf32x3_few_rows_mma"]
+    for percent in (100, 50):
+        rows["rr_percent"] = percent
+        (tmp_path / "storage.json").write_text(json.dumps(doc))
+        _profiles.load(tmp_path)
+        forced = decode("rr", variant="tf32x3_few_rows_mma")
+        if percent == 100:
+            assert decode("rr")["kernel"] == "tf32x3_few_rows_mma" and forced["predicted_us"] == rc["predicted_us"]
+        else:
+            assert forced["predicted_us"] > 1.5 * rc["predicted_us"], forced

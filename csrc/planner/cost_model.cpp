@@ -272,6 +272,15 @@ constexpr int kTf32x3MinSlice = 256;
 constexpr int kTf32x3MaxSplits = 32;
 constexpr double kTf32x3SplitPassBytes = 12.0;
 
+// The row's speed on the key's storage against the storage its figures were fitted on (1
+// where the profile does not price it: the strict op's estimate).
+double tf32x3_storage_share(const ProblemKey& key, int row) {
+  const DeviceProfile& profile = profile_of(key.device);
+  if (!tf32x3_priced(key, row)) return 1.0;
+  const double order = profile.tf32x3_order_percent[row][order_index(key.la, key.lb)] / 100.0;
+  return key.vec4 ? order : order * profile.tf32x3_unaligned_percent[row] / 100.0;
+}
+
 Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   const DeviceProfile& profile = profile_of(key.device);
   const Tf32x3Row& r = kTf32x3Rows[row];
@@ -280,7 +289,8 @@ Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
   const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
   const double waves = double(ceil_div(tiles * splits, slots));
-  const double wave_tiles = waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]);
+  const double wave_tiles =
+      waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]) / tf32x3_storage_share(key, row);
   Tf32x3Estimate out{{row, splits, {false, false}}, wave_tiles * profile.tf32x3_k_tile_ns[row] + profile.launch_ns};
   if (splits > 1)
     out.ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
@@ -305,6 +315,12 @@ Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
 }
 
 }  // namespace
+
+bool tf32x3_priced(const ProblemKey& key, int row) {
+  const DeviceProfile& profile = profile_of(key.device);
+  return profile.tf32x3_order_percent[row][order_index(key.la, key.lb)] > 0.0 &&
+         (key.vec4 || profile.tf32x3_unaligned_percent[row] > 0.0);
+}
 
 Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row) {
   const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));

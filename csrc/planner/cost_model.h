@@ -69,7 +69,11 @@ std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& ke
 // scalar_load_percent, measured where the blocks fill the GPU): what a large problem's
 // copies are weighed against.
 double model_best_ns(const ProblemKey& key);
-// The waves model's best split of a 3xTF32 row for the key (fewer splits on a tie). The
+// Whether the device profile prices 3xTF32 row `row` on the key's storage orders and
+// alignment (its tf32x3 storage figures): where not, auto does not plan the row.
+bool tf32x3_priced(const ProblemKey& key, int row);
+// The waves model's best split of a 3xTF32 row for the key (fewer splits on a tie), at the
+// profile's figure for the key's storage (the fitted one's time where it has none). The
 // caller has checked that the row runs on the device and takes the problem.
 Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row);
 // A 3xTF32 estimate as the planner weighs it against the SIMT model's time for the IEEE

@@ -53,6 +53,10 @@ constexpr ScalarField kScalarFields[] = {
 constexpr const char* kIntegerScalars[] = {"warps_to_hide_scalar_output", "unmeasured_scalar_load_percent"};
 constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "a_split_ns", "b_split_ns"};
 constexpr int kNumTf32x3Fields = sizeof(kTf32x3Fields) / sizeof(kTf32x3Fields[0]);
+// A 3xTF32 row's storage figures, each optional: one a storage order (by order_index), and
+// the unaligned one. Left out: the row is not priced on that storage.
+constexpr const char* kTf32x3OrderFields[kNumOrders] = {"rr_percent", "rc_percent", "cr_percent", "cc_percent"};
+constexpr const char* kTf32x3UnalignedField = "unaligned_percent";
 // The hand-off rule's weights, by the names its file gives them.
 struct HandoffField {
   const char* name;
@@ -170,12 +174,29 @@ class ProfileReader {
           return fail(row_name + " needs " + kTf32x3Fields[i] + ", a number");
         v[i] = it->second;
       }
+      // The storage figures: percents above 0 and at most 1000 (a row ten times faster on
+      // another storage than on the one it was fitted on is a mistake); 0 where left out.
+      size_t storage_fields = 0;
+      const auto storage_percent = [&](const char* field, double& out) {
+        out = 0.0;
+        const auto it = figures.find(field);
+        if (it == figures.end()) return true;
+        ++storage_fields;
+        out = it->second;
+        return std::isfinite(out) && out > 0.0 && out <= 1000.0;
+      };
+      bool storage_ok = storage_percent(kTf32x3UnalignedField, p.tf32x3_unaligned_percent[*row]);
+      for (int o = 0; o < kNumOrders; ++o)
+        storage_ok = storage_percent(kTf32x3OrderFields[o], p.tf32x3_order_percent[*row][o]) && storage_ok;
       // The split figures are differences, and may be below 0 (an in-kernel split faster
       // than the pass's parts); a K tile's time may not be, whatever the kernel splits.
       const double fastest_k_tile = v[0] + std::min(v[2], 0.0) + std::min(v[3], 0.0);
-      if (figures.size() != size_t(kNumTf32x3Fields) || !(v[0] > 0.0) || v[1] < 0.0 || !(fastest_k_tile > 0.0))
+      if (figures.size() != size_t(kNumTf32x3Fields) + storage_fields || !storage_ok || !(v[0] > 0.0) || v[1] < 0.0 ||
+          !(fastest_k_tile > 0.0))
         return fail(row_name + " takes k_tile_ns (above 0), block_overhead_tiles (at least 0), a_split_ns and b_split_ns "
-                    "(k_tile_ns plus either, or both, still above 0), and nothing else");
+                    "(k_tile_ns plus either, or both, still above 0), and, for each storage it is priced on, "
+                    "rr_percent, rc_percent, cr_percent, cc_percent, unaligned_percent (above 0, at most 1000), "
+                    "and nothing else");
       p.tf32x3_k_tile_ns[*row] = v[0];
       p.tf32x3_block_overhead_tiles[*row] = v[1];
       p.tf32x3_a_split_ns[*row] = v[2];

@@ -62,6 +62,12 @@ struct DeviceProfile {
   double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
   double tf32x3_a_split_ns[kNumTf32x3Rows];
   double tf32x3_b_split_ns[kNumTf32x3Rows];
+  // Each row's speed in each storage order (rr, rc, cr, cc), and with operands not 16-byte
+  // aligned, against the storage its figures were fitted on, in percent; 0 where the
+  // profile has not measured it: the row is not priced there, and auto does not plan it
+  // (tf32x3_priced, cost_model.h), though the strict op still runs it.
+  double tf32x3_order_percent[kNumTf32x3Rows][kNumOrders];
+  double tf32x3_unaligned_percent[kNumTf32x3Rows];
   // The waves model prices full waves of long-K blocks well and the rest low (short K, one
   // wave, the split passes): 3xTF32 is taken only where the IEEE plan's time is above its
   // estimate times tf32x3_model_slack plus tf32x3_fixed_ns (tf32x3_weighed_ns, cost_model.h).

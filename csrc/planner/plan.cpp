@@ -120,24 +120,29 @@ bool tf32x3_row_takes(int r, const ProblemKey& key) {
   return !tf32x3_violation(r, key.device) && !(row.refuses && row.refuses(key));
 }
 
-// The row and split predicted fastest among the rows that take the problem and are at
-// least as accurate as fp32 summing `fp32_sum` products (earlier rows on a tie); none where
-// no row qualifies.
+// Whether auto may plan 3xTF32 row r: it runs, takes the problem, and the device profile
+// prices it on the problem's storage.
+bool tf32x3_row_plannable(int r, const ProblemKey& key) { return tf32x3_row_takes(r, key) && tf32x3_priced(key, r); }
+
+// The row and split predicted fastest among the rows auto may plan that are at least as
+// accurate as fp32 summing `fp32_sum` products (earlier rows on a tie); none where no row
+// qualifies.
 std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key, int64_t fp32_sum) {
   std::optional<Tf32x3Estimate> best;
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    if (!tf32x3_row_takes(r, key) || fp32_sum < kTf32x3Rows[r].min_fp32_sum) continue;
+    if (!tf32x3_row_plannable(r, key) || fp32_sum < kTf32x3Rows[r].min_fp32_sum) continue;
     const Tf32x3Estimate c = tf32x3_cheapest_split(key, r);
     if (!best || c.ns < best->ns) best = c;
   }
   return best;
 }
 
-// The shortest floor among the rows that take the problem.
-int64_t tf32x3_lowest_floor(const ProblemKey& key) {
-  int64_t lowest = std::numeric_limits<int64_t>::max();
+// The shortest floor among the rows auto may plan; none where there is none.
+std::optional<int64_t> tf32x3_lowest_floor(const ProblemKey& key) {
+  std::optional<int64_t> lowest;
   for (int r = 0; r < kNumTf32x3Rows; ++r)
-    if (tf32x3_row_takes(r, key)) lowest = std::min<int64_t>(lowest, kTf32x3Rows[r].min_fp32_sum);
+    if (tf32x3_row_plannable(r, key)) lowest = std::min<int64_t>(lowest.value_or(kTf32x3Rows[r].min_fp32_sum),
+                                                                  kTf32x3Rows[r].min_fp32_sum);
   return lowest;
 }
 
@@ -170,9 +175,14 @@ int64_t fp32_sum_of(const ProblemKey& key, const Plan& ieee) {
 // Why the auto plan runs `ieee` rather than 3xTF32, or none; `choice`: the fastest row as
 // accurate as `ieee` (tf32x3_choice), none where no row is.
 Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate>& choice, const Plan& ieee) {
-  if (!choice)
+  if (!choice) {
+    const std::optional<int64_t> floor = tf32x3_lowest_floor(key);
+    if (!floor)
+      return std::string("no 3xTF32 row that takes this problem is priced on its storage orders and alignment "
+                         "(the device profile's tf32x3 storage figures)");
     return "3xTF32 would be less accurate: fp32 sums " + std::to_string(fp32_sum_of(key, ieee)) +
-           " products here, and below " + std::to_string(tf32x3_lowest_floor(key)) + " its error is under 3xTF32's floor";
+           " products here, and below " + std::to_string(*floor) + " its error is under 3xTF32's floor";
+  }
   // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
   if (ieee.predicted_ns < tf32x3_weighed_ns(*choice, key.device))
     return "3xTF32 is not predicted faster: " + microseconds(choice->ns) + " on " + kTf32x3Rows[choice->tiling.row].name +
@@ -321,7 +331,12 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   // its checked loop a ragged K at full width, so a copy would buy little (docs/design.md).
   const auto* fixed_row = std::get_if<FixedTf32x3>(&variant);
   if (fixed_row || (auto_select && precision == Precision::Tf32x3)) {
-    TORCH_INTERNAL_ASSERT(fixed_row || tf32x3_lowest_floor(out.key) != std::numeric_limits<int64_t>::max(),
+    const auto any_row_takes = [&] {
+      for (int r = 0; r < kNumTf32x3Rows; ++r)
+        if (tf32x3_row_takes(r, out.key)) return true;
+      return false;
+    };
+    TORCH_INTERNAL_ASSERT(fixed_row || any_row_takes(),
                           "vecgemm: 3xTF32 planned where the rules refuse it: ",
                           tf32x3_row_for(problem.device).reason.value_or(""));
     std::optional<Tf32x3Estimate> choice;
