@@ -384,6 +384,21 @@ def test_narrow_orders_picks_the_row_and_compares_each_storage_with_aligned_rc()
     assert len(report([unaligned, rc, rr, refused, other])) == 5
 
 
+def test_narrow_orders_fits_the_profiles_storage_figures():
+    from benchmarks.probes.narrow_orders import storage_figures
+
+    def record(m, orders, aligned, ms, predicted_ms=0.01):
+        return {"m": m, "n": 4096, "k": 4096, "row": "tf32x3_few_rows_mma", "orders": orders, "aligned": aligned,
+                "refused": None, "ms": ms, "predicted_ms": predicted_ms, "torch_ms": 0.03}
+
+    # rr at 1.25x and 1.6x rc on two problems (geometric mean sqrt(2) = 1.414x: 71%); unaligned
+    # at 1.1x its aligned order on both; rc at 2x and 1x its price (1.41x); cr and cc untimed.
+    records = [record(8, "rc", True, 0.02, 0.01), record(8, "rr", True, 0.025), record(8, "rc", False, 0.022),
+               record(32, "rc", True, 0.04, 0.04), record(32, "rr", True, 0.064), record(32, "rr", False, 0.0704)]
+    fit = storage_figures(records)["tf32x3_few_rows_mma"]
+    assert fit == {"rc_percent": 100, "rr_percent": 71, "unaligned_percent": 91, "rc_vs_price": 1.41}, fit
+
+
 def test_tf32x3_error_floor_finds_where_a_row_stays_within_cublas():
     from benchmarks.probes.tf32x3_error_floor import CUBLAS, crossover
 

@@ -17,7 +17,9 @@ float64 beside cuBLAS's, and the plan auto makes in precision 3xTF32. Then, for 
 problems whose narrow side is past 8, aligned rc with each of the kernel's block heights
 forced (8, 16 and 32 rows of the narrow operand a block; `_C._testing.set_narrow_block_rows`):
 fewer rows keep more warps resident, each block reading its tile of the wide operand, the
-second and later from L2. Needs a GPU of sm_80 or newer.
+second and later from L2. Last, the storage figures a device profile prices the rows with
+(`rr_percent` .. `cc_percent`, `unaligned_percent`, torch_vecgemm/profiles/h200.json),
+fitted on these times, and aligned rc's time over its price. Needs a GPU of sm_80 or newer.
 
     python -m benchmarks.probes.narrow_orders [--out FILE.json]
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
 import torch
@@ -125,6 +128,39 @@ def with_ratios(records):
     return out
 
 
+def _geomean(values):
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
+
+
+def storage_figures(records):
+    """The device profile's storage figures for each narrow row, fitted on the records: for
+    each storage order, 100 over the geometric mean of its aligned times against aligned
+    rc's (`rr_percent` .. `cc_percent`), and 100 over that of each unaligned time against the
+    aligned one of the same order and problem (`unaligned_percent`), rounded; and aligned
+    rc's time against its price (`rc_vs_price`, what k_tile_ns would be scaled by to price
+    rc right). A storage without a timed record is left out (not priced)."""
+    ratios = with_ratios(records)
+    aligned = {(r["row"], r["m"], r["n"], r["k"], r["orders"]): r["ms"]
+               for r in ratios if r["refused"] is None and r["aligned"]}
+    figures = {}
+    for row in sorted({r["row"] for r in ratios}):
+        timed = [r for r in ratios if r["row"] == row and r["refused"] is None]
+        fit = {}
+        for orders in ORDERS:
+            vs_rc = [r["vs_rc"] for r in timed if r["orders"] == orders and r["aligned"] and r["vs_rc"]]
+            if vs_rc:
+                fit[f"{orders}_percent"] = round(100 / _geomean(vs_rc))
+        unaligned = [r["ms"] / aligned[key] for r in timed if not r["aligned"]
+                     for key in [(row, r["m"], r["n"], r["k"], r["orders"])] if key in aligned]
+        if unaligned:
+            fit["unaligned_percent"] = round(100 / _geomean(unaligned))
+        rc_price = [r["vs_price"] for r in timed if r["orders"] == "rc" and r["aligned"]]
+        if rc_price:
+            fit["rc_vs_price"] = round(_geomean(rc_price), 2)
+        figures[row] = fit
+    return figures
+
+
 def report(records):
     """Lines of text: each storage's time against aligned rc's, its price and torch's, and the
     errors."""
@@ -149,6 +185,8 @@ def main(argv=None):
         sys.exit("narrow_orders needs a GPU")
     records = [r for m, n, k in PROBLEMS for r in measure(m, n, k)]
     print("\n".join(report(records)))
+    print("storage figures for the device profile (rc_vs_price: aligned rc's time over its price):")
+    print(json.dumps(storage_figures(records)))
     heights = []
     for m, n, k in PROBLEMS:
         times = block_rows_times(m, n, k)
