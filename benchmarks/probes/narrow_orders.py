@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 import torch
 
 import torch_vecgemm
 from benchmarks.common import machine_info, tf32_allowed, time_ms
+from benchmarks.report import geomean
 from benchmarks.sweep import relative_error
 
 ORDERS = ("rc", "rr", "cr", "cc")
@@ -128,10 +128,6 @@ def with_ratios(records):
     return out
 
 
-def _geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-
 def storage_figures(records):
     """The device profile's storage figures for each narrow row, fitted on the records: for
     each storage order, 100 over the geometric mean of its aligned times against aligned
@@ -147,16 +143,16 @@ def storage_figures(records):
         timed = [r for r in ratios if r["row"] == row and r["refused"] is None]
         fit = {}
         for orders in ORDERS:
-            vs_rc = [r["vs_rc"] for r in timed if r["orders"] == orders and r["aligned"] and r["vs_rc"]]
+            vs_rc = geomean(r["vs_rc"] for r in timed if r["orders"] == orders and r["aligned"])
             if vs_rc:
-                fit[f"{orders}_percent"] = round(100 / _geomean(vs_rc))
+                fit[f"{orders}_percent"] = round(100 / vs_rc)
         unaligned = [r["ms"] / aligned[key] for r in timed if not r["aligned"]
                      for key in [(row, r["m"], r["n"], r["k"], r["orders"])] if key in aligned]
         if unaligned:
-            fit["unaligned_percent"] = round(100 / _geomean(unaligned))
-        rc_price = [r["vs_price"] for r in timed if r["orders"] == "rc" and r["aligned"]]
+            fit["unaligned_percent"] = round(100 / geomean(unaligned))
+        rc_price = geomean(r["vs_price"] for r in timed if r["orders"] == "rc" and r["aligned"])
         if rc_price:
-            fit["rc_vs_price"] = round(_geomean(rc_price), 2)
+            fit["rc_vs_price"] = round(rc_price, 2)
         figures[row] = fit
     return figures
 

@@ -141,8 +141,8 @@ std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key, int64_t fp32_
 std::optional<int64_t> tf32x3_lowest_floor(const ProblemKey& key) {
   std::optional<int64_t> lowest;
   for (int r = 0; r < kNumTf32x3Rows; ++r)
-    if (tf32x3_row_plannable(r, key)) lowest = std::min<int64_t>(lowest.value_or(kTf32x3Rows[r].min_fp32_sum),
-                                                                  kTf32x3Rows[r].min_fp32_sum);
+    if (tf32x3_row_plannable(r, key) && (!lowest || kTf32x3Rows[r].min_fp32_sum < *lowest))
+      lowest = kTf32x3Rows[r].min_fp32_sum;
   return lowest;
 }
 
