@@ -38,8 +38,8 @@ inline void launch_over_batch(const void* fn, const GemmParams& p, int64_t block
                               cudaStream_t stream, const char* who) {
   if (blocks > 0x7fffffff) fail_in(who, "too many blocks");
   const int splits = std::max(1, p.k_splits);
-  if (splits > 1 && int64_t(p.batch) * splits > kMaxGridZ) fail_in(who, "batch * k_splits past grid.z's 65535");
-  const int chunk = splits > 1 ? p.batch : std::min(p.batch, kMaxGridZ);
+  if (splits > 1 && int64_t(p.batch) * splits > kMaxGridYZ) fail_in(who, "batch * k_splits past grid.z's 65535");
+  const int chunk = splits > 1 ? p.batch : std::min(p.batch, kMaxGridYZ);
   for (int b0 = 0; b0 < p.batch; b0 += chunk) {
     GemmParams q = batch_slice(p, b0, std::min(chunk, p.batch - b0));
     q.k_splits = splits;

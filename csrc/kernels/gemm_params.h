@@ -54,8 +54,9 @@ inline bool lines_aligned16(const void* p, int64_t ld, int64_t batch_stride) {
 }
 
 // grid.y's and grid.z's limit: the kernels take the batch (times the K slices) in grid.z, so
-// their launchers walk a longer batch in chunks of batch_slice.
-constexpr int kMaxGridZ = 65535;
+// their launchers walk a longer batch in chunks of batch_slice, and those with rows or K
+// tiles in grid.y cap them likewise.
+constexpr int kMaxGridYZ = 65535;
 
 // p's batches [first, first + count) as a problem of its own: the same matrices, the
 // operands, C and D moved on by `first` batches. The split-K workspace is not: partials are

@@ -95,12 +95,12 @@ bool run_stream_k(const GemmParams& p, const ProblemKey& key, int config, cudaSt
 }
 
 // Launches a kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K
-// workspace, batches walked in chunks past grid.z's limit (batch x splits <= kMaxGridZ), and
+// workspace, batches walked in chunks past grid.z's limit (batch x splits <= kMaxGridYZ), and
 // after each chunk's kernel the split-K reduction. Every family that writes split-K
 // partials (epilogue.cuh's store_partial4) runs through here.
 template <class Launch>
 void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream) {
-  int max_batch = std::max(1, kMaxGridZ / p.k_splits);
+  int max_batch = std::max(1, kMaxGridYZ / p.k_splits);
   at::Tensor workspace;
   if (p.k_splits > 1) {
     // Sized for the largest batch chunk. Where the caching allocator cannot give it, the
@@ -111,7 +111,7 @@ void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t str
       p.workspace = workspace.data_ptr<float>();
     } catch (const c10::OutOfMemoryError&) {
       p.k_slice = p.k, p.k_splits = 1;
-      max_batch = kMaxGridZ;
+      max_batch = kMaxGridYZ;
     }
   }
   for (int b0 = 0; b0 < batch; b0 += max_batch) {

@@ -41,7 +41,7 @@ void launch_pad_copy(const PadCopy& c, cudaStream_t stream) {
   const int64_t lines = int64_t(c.batch) * c.dst_rows;
   if (lines == 0 || c.dst_ld == 0) return;
   const int quads = c.dst_ld / 4;
-  const dim3 grid(std::min((quads + kThreads - 1) / kThreads, 64), static_cast<unsigned>(std::min<int64_t>(lines, 65535)));
+  const dim3 grid(std::min((quads + kThreads - 1) / kThreads, 64), static_cast<unsigned>(std::min<int64_t>(lines, kMaxGridYZ)));
   pad_copy<<<grid, kThreads, 0, stream>>>(c);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }

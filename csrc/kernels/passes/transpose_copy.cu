@@ -72,8 +72,8 @@ __global__ void __launch_bounds__(kThreads) transpose_copy(const PadCopy c) {
 
 void launch_transpose_copy(const PadCopy& c, cudaStream_t stream) {
   if (c.batch == 0 || c.dst_rows == 0 || c.dst_ld == 0) return;
-  const dim3 grid((c.dst_ld + kTile - 1) / kTile, std::min((c.dst_rows + kTile - 1) / kTile, 65535),
-                  std::min(c.batch, 65535));
+  const dim3 grid((c.dst_ld + kTile - 1) / kTile, std::min((c.dst_rows + kTile - 1) / kTile, kMaxGridYZ),
+                  std::min(c.batch, kMaxGridYZ));
   const bool vec4 = lines_aligned16(c.src, c.src_ld, c.src_batch_stride);
   if (vec4)
     transpose_copy<true><<<grid, kThreads, 0, stream>>>(c);

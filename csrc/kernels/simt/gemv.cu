@@ -92,7 +92,7 @@ void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream)
   // The vector is one line (contiguous: its stride 1), so it has no ld of its own.
   const bool vec4 = lines_aligned16(g.mat, g.mat_ld, g.mat_batch) && g.vec_stride == 1 &&
                     lines_aligned16(g.vec, 0, g.vec_batch) && p.k % 4 == 0;
-  const dim3 grid((g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, std::min(p.batch, 65535));
+  const dim3 grid((g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, std::min(p.batch, kMaxGridYZ));
   if (vec4)
     gemv<4><<<grid, kWarpsPerBlock * 32, 0, stream>>>(p, g);
   else

@@ -13,7 +13,6 @@ void launch_vectorized(const GemmParams& p, cudaStream_t stream) {
   // take at most 65535 blocks, so taller matrices and longer batches go in chunks.
   constexpr int BM = VectorizedTile::BM, BN = VectorizedTile::BN, BK = VectorizedTile::BK;
   constexpr int TM = VectorizedTile::TM, TN = VectorizedTile::TN;
-  constexpr int kMaxGridYZ = kMaxGridZ;
   const dim3 block((BM * BN) / (TM * TN));
   for (int b0 = 0; b0 < p.batch; b0 += kMaxGridYZ) {
     const GemmParams q = batch_slice(p, b0, std::min(kMaxGridYZ, p.batch - b0));

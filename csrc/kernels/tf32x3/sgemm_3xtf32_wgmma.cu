@@ -54,7 +54,7 @@ struct Scratch {
 Scratch layout(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
   Scratch w{};
   const int splits = std::max(1, p.k_splits);
-  w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxGridZ);
+  w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxGridYZ);
   w.a_planes = p.a.batch_stride == 0 ? 1 : w.chunk;
   w.b_planes = p.b.batch_stride == 0 ? 1 : w.chunk;
   w.fp32_a = kernel_splits.a && read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
@@ -122,7 +122,7 @@ bool split(const w::SplitSource& a, Layout la, const w::SplitSource& b, Layout l
   if (k <= 0 || a.row_tiles + b.row_tiles == 0) return false;
   const int planes = std::max(a.row_tiles ? a.planes : 0, b.row_tiles ? b.planes : 0);
   const dim3 grid(a.row_tiles + b.row_tiles, (k + 31) / 32, planes), block(32, 8);
-  if ((k + 31) / 32 > 65535) fail_wgmma("K past 2^21");
+  if ((k + 31) / 32 > kMaxGridYZ) fail_wgmma("K past 2^21");
   const bool ak = la == Layout::RowMajor, bk = lb == Layout::ColMajor;
   if (ak) {
     if (bk) w::split_operands<true, true><<<grid, block, 0, stream>>>(a, b, k);
@@ -206,7 +206,7 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
   if (splits > 1) {
     if (p.workspace == nullptr) fail_wgmma("split-K needs p.workspace for the partials");
     if (p.k_slice % w::kBK != 0) fail_wgmma("split-K slices must be whole K tiles of 32");
-    if (int64_t(p.batch) * splits > kMaxGridZ) fail_wgmma("batch * k_splits past grid.z's 65535");
+    if (int64_t(p.batch) * splits > kMaxGridYZ) fail_wgmma("batch * k_splits past grid.z's 65535");
   }
   const Scratch ws = layout(p, la, lb, kernel_splits);
   const void* fn = kernel_for(ws.fp32_a, ws.fp32_b);
