@@ -1,5 +1,6 @@
-// Instances and launcher of the narrow-side 3xTF32 kernel (sgemm_3xtf32_skinny.cuh). Builds
-// in the extension and standalone (no torch headers).
+// The launcher of the narrow-side 3xTF32 kernel (sgemm_3xtf32_skinny.cuh), whose instances
+// compile in units of their own (sgemm_3xtf32_skinny_instances.cuh). Builds in the extension
+// and standalone (no torch headers).
 #include <algorithm>
 #include <atomic>
 #include <string>
@@ -7,7 +8,7 @@
 #include "kernels/batch_launch.h"
 #include "kernels/host_error.h"
 #include "kernels/tf32x3/sgemm_3xtf32.h"
-#include "kernels/tf32x3/sgemm_3xtf32_skinny.cuh"
+#include "kernels/tf32x3/sgemm_3xtf32_skinny_instances.cuh"
 
 namespace vecgemm {
 namespace {
@@ -15,11 +16,6 @@ namespace {
 using tf32x3_skinny::SkinnyShape;
 
 [[noreturn]] void fail(const std::string& what) { fail_in("sgemm_3xtf32_skinny", what); }
-
-template <int kQTiles, bool kFewRows, bool kPAlongK, bool kQAlongK, bool kVec4>
-const void* instance() {
-  return (const void*)&tf32x3_skinny::sgemm_3xtf32_skinny<SkinnyShape<kQTiles, kFewRows, kPAlongK, kQAlongK, kVec4>>;
-}
 
 // Rows of the narrow operand a block takes (8, 16 or 32); 0: the fewest that cover it.
 std::atomic<int> g_block_rows{0};
@@ -31,19 +27,6 @@ int q_rows_for(int narrow) {
   return forced != 0 ? forced : narrow <= 8 ? 8 : narrow <= 16 ? 16 : 32;
 }
 
-template <bool kFewRows, bool kPAlongK, bool kQAlongK, bool kVec4>
-const void* entry_for(int q_rows) {
-  return q_rows == 8    ? instance<1, kFewRows, kPAlongK, kQAlongK, kVec4>()
-         : q_rows == 16 ? instance<2, kFewRows, kPAlongK, kQAlongK, kVec4>()
-                        : instance<4, kFewRows, kPAlongK, kQAlongK, kVec4>();
-}
-
-template <bool kFewRows, bool kPAlongK, bool kQAlongK>
-const void* entry_for(int q_rows, bool vec4) {
-  return vec4 ? entry_for<kFewRows, kPAlongK, kQAlongK, true>(q_rows)
-              : entry_for<kFewRows, kPAlongK, kQAlongK, false>(q_rows);
-}
-
 // The instance for the storage orders: the wide operand P is B's columns for few rows (its
 // rows K-contiguous where B is column-major) and A's rows for few columns (where A is
 // row-major); the narrow operand Q the other.
@@ -51,9 +34,8 @@ template <bool kFewRows>
 const void* instance_for(int q_rows, Layout la, Layout lb, bool vec4) {
   const bool a_along_k = la == Layout::RowMajor, b_along_k = lb == Layout::ColMajor;
   const bool p_along_k = kFewRows ? b_along_k : a_along_k, q_along_k = kFewRows ? a_along_k : b_along_k;
-  if (p_along_k)
-    return q_along_k ? entry_for<kFewRows, true, true>(q_rows, vec4) : entry_for<kFewRows, true, false>(q_rows, vec4);
-  return q_along_k ? entry_for<kFewRows, false, true>(q_rows, vec4) : entry_for<kFewRows, false, false>(q_rows, vec4);
+  return p_along_k ? tf32x3_skinny::skinny_entry<kFewRows, true>(q_rows, q_along_k, vec4)
+                   : tf32x3_skinny::skinny_entry<kFewRows, false>(q_rows, q_along_k, vec4);
 }
 
 }  // namespace
