@@ -224,14 +224,18 @@ def test_the_handoff_rule_hands_only_the_plans_it_speaks_for(torch_handoff_on):
         assert plan(every, 1024, 1024, 1024)["family"] == kernel["family"]
     finally:
         torch.use_deterministic_algorithms(False)
-    # The rule prices tiling plans in IEEE fp32: gemv and 3xTF32 plans stay.
+    # The rule prices tiling plans in IEEE fp32: gemv plans stay. 3xTF32 has torch's
+    # predicted time to beat where that is the faster fp32 (plan.cpp, fp32_rival_ns): here
+    # 1/2.72 of the IEEE plan's, which it does not.
     assert plan(every, 1, 4096, 4096, orders="rc")["family"] == "gemv"
-    assert plan(every, 4096, 4096, 4096, precision="3xtf32")["family"] == "tf32x3"
+    p = plan(every, 4096, 4096, 4096, precision="3xtf32")
+    assert p["family"] == "torch" and "not predicted faster" in p["precision_fallback"], p
     # A config the rule has no term for is never handed; nor one it predicts faster than torch.
     others = _handoff_device("other configs handed", {c: 1.0 for c in TILINGS if c != kernel["kernel"]})
     assert plan(others, 1024, 1024, 1024) == kernel
     slower = _handoff_device("torch predicted slower", {c: -0.01 for c in TILINGS})
     assert plan(slower, 1024, 1024, 1024) == kernel
+    assert plan(slower, 4096, 4096, 4096, precision="3xtf32")["family"] == "tf32x3"
 
 
 def test_the_h200_rule_keeps_large_problems_on_the_kernels(torch_handoff_on):
@@ -285,6 +289,41 @@ def test_the_plans_of_record(kind, torch_handoff_on):
             moved.append(f"{r['m']}x{r['n']}x{r['k']} {r['layout']} {r['align']}: {p['description']!r}, "
                          f"recorded {r['plan']!r}")
     assert not moved, f"{len(moved)} of {len(record['records'])} plans differ from the record:\n" + "\n".join(moved[:10])
+
+
+@pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
+def test_3xtf32_has_to_beat_torch_where_torch_is_predicted_faster(torch_handoff_on):
+    """On 2890x329x295 (A row-major, B column-major) the hand-off rule predicts torch.matmul
+    faster than the IEEE plan, and 3xTF32 is predicted faster than that plan but not than
+    torch's: the lenient op would run torch's product, so 3xTF32 is declined (plan.cpp,
+    fp32_rival_ns; the H200 ran it at 0.92x torch.matmul). Under deterministic algorithms
+    nothing is handed to torch, and 3xTF32 has only the IEEE plan to beat."""
+    import torch
+    from torch_vecgemm import _profiles
+
+    from benchmarks.common import torch_handoff
+
+    device = _recorded_h200()
+    # A's rows of 295 floats do not start 16-byte aligned; B's columns do.
+    problem = (device, 2890, 329, 295, "rc", False, True)
+    assert _testing.recorded_plan(*problem)["family"] == "torch"  # the rule hands the IEEE plan
+    with torch_handoff(False):
+        ieee_us = _testing.recorded_plan(*problem)["predicted_us"]
+    costs = json.loads((_profiles.FOLDER / "h200.json").read_text())["costs"]
+    row_us = _testing.recorded_plan(*problem, variant=WGMMA)["predicted_us"]
+    weighed_us = row_us * costs["tf32x3_model_slack"] + costs["tf32x3_fixed_ns"] / 1000.0
+    assert weighed_us < ieee_us, (weighed_us, ieee_us)  # against our IEEE plan alone, 3xTF32 wins
+
+    p = _testing.recorded_plan(*problem, "3xtf32")
+    assert (p["family"], p["precision"]) == ("torch", "ieee"), p
+    assert "not predicted faster" in p["precision_fallback"], p
+    saved = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        p = _testing.recorded_plan(*problem, "3xtf32")
+    finally:
+        torch.use_deterministic_algorithms(saved)
+    assert (p["kernel"], p["precision"]) == (WGMMA, "3xtf32"), p
 
 
 def _aligned(record, operand):

@@ -155,8 +155,9 @@ std::optional<int64_t> tf32x3_lowest_floor(const ProblemKey& key) {
 //    cuBLAS's alike), so L is K over the IEEE plan's split (or over gemv's chains per
 //    output), and the rows' figures leave room for cuBLAS splitting more than ours.
 //  - Speed. The fastest such row's waves model against the SIMT cost model's time for the
-//    IEEE plan (its copies and split included), both with their launches, the waves
-//    model's with the device profile's slack for what it underprices (tf32x3_weighed_ns).
+//    IEEE plan (its copies and split included), or torch.matmul's where the hand-off rule
+//    predicts that faster (fp32_rival_ns), all with their launches, the waves model's with
+//    the device profile's slack for what it underprices (tf32x3_weighed_ns).
 // gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
 constexpr int kGemvChainsPerOutput = 128;
 
@@ -164,6 +165,24 @@ std::string microseconds(double ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f us", ns / 1000.0);
   return text;
+}
+
+// log(the IEEE plan's predicted time / torch.matmul's) by the device profile's hand-off
+// rule; none where the rule does not speak for the plan.
+std::optional<double> log_ratio_to_torch(const Plan& plan) {
+  const ProblemKey& key = plan.key;
+  const double macs = double(key.batch) * double(key.m) * double(key.n) * double(key.k);
+  return torch_handoff_log_ratio(key.device, plan.tiling, macs, plan.copy_a.made || plan.copy_b.made,
+                                 plan.predicted_ns);
+}
+
+// The fp32 time 3xTF32 has to beat: the IEEE plan's, or torch.matmul's where the hand-off
+// rule predicts it faster, since the lenient op then runs torch's product (hands_to_torch).
+// Under deterministic algorithms nothing is handed to torch, and the IEEE plan's time stands.
+double fp32_rival_ns(const Plan& ieee) {
+  if (at::globalContext().deterministicAlgorithms()) return ieee.predicted_ns;
+  const std::optional<double> log_ratio = log_ratio_to_torch(ieee);
+  return log_ratio && *log_ratio > 0.0 ? ieee.predicted_ns / std::exp(*log_ratio) : ieee.predicted_ns;
 }
 
 // The length of each fp32 chain of the IEEE plan.
@@ -184,18 +203,17 @@ Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate
            " products here, and below " + std::to_string(*floor) + " its error is under 3xTF32's floor";
   }
   // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
-  if (ieee.predicted_ns < tf32x3_weighed_ns(*choice, key.device))
+  const double fp32_ns = fp32_rival_ns(ieee);
+  if (fp32_ns < tf32x3_weighed_ns(*choice, key.device))
     return "3xTF32 is not predicted faster: " + microseconds(choice->ns) + " on " + kTf32x3Rows[choice->tiling.row].name +
-           " against " + microseconds(ieee.predicted_ns) + " in fp32";
+           " against " + microseconds(fp32_ns) + " in fp32";
   return std::nullopt;
 }
 
 // Why torch.matmul is predicted faster than an auto IEEE plan, or none (cost_model.h,
 // torch_handoff_log_ratio; the rule's figures are the device profile's).
-Reason torch_faster(const GemmShape& s, const Plan& plan) {
-  const double macs = double(s.batch) * double(s.m) * double(s.n) * double(s.k);
-  const std::optional<double> log_ratio = torch_handoff_log_ratio(
-      plan.key.device, plan.tiling, macs, plan.copy_a.made || plan.copy_b.made, plan.predicted_ns);
+Reason torch_faster(const Plan& plan) {
+  const std::optional<double> log_ratio = log_ratio_to_torch(plan);
   if (!log_ratio || *log_ratio <= 0.0) return std::nullopt;
   char text[96];
   std::snprintf(text, sizeof(text), "torch.matmul is predicted faster: this plan at %.2fx its time",
@@ -385,7 +403,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   out.tiling.stream_k = out.stream_k.has_value();
   // Where autotune timed this problem, its measurement hands it to torch or keeps it, not the rule.
   if (tuned && tuned->torch_faster) out.torch_faster = "torch.matmul was timed faster (autotune)";
-  if (auto_select && !tuned && !out.autotune_pending) out.torch_faster = torch_faster(s, out);
+  if (auto_select && !tuned && !out.autotune_pending) out.torch_faster = torch_faster(out);
   return out;
 }
 
