@@ -152,7 +152,9 @@ def headline(slug):
         data = load(slug, kind)
         if data is None:
             continue
-        s = data["summary"]
+        from benchmarks import sweep
+
+        s = sweep.summary_of(data)
         below = (f"{s['below_0_97']} below 0.97x" if "below_0_97" in s else f"{s['below_0_95']} below 0.95x")
         answer = (f"{s['problems']} problems: geometric mean {s['geomean']:.3f}x, lowest {_ratio(s['lowest'])}, "
                   f"{below}")
@@ -160,6 +162,8 @@ def headline(slug):
             answer += f"; {s['on_3xtf32']} run on 3xTF32, the rest on fp32"
         elif s.get("handed_to_torch"):
             answer += f"; {s['handed_to_torch']} handed to torch.matmul"
+        if "lowest_on_kernels" in s:
+            answer += f" (on our kernels: lowest {_ratio(s['lowest_on_kernels'])}, {s['below_1_0_on_kernels']} below 1.0x)"
         if "error_highest" in s:
             answer += f"; error at most {_ratio(s['error_highest'])} torch.matmul's"
         row(f"{question} (seed {data['settings']['seed']})", answer, kind)

@@ -53,6 +53,12 @@ def test_sweep_summary():
     assert s["handed_to_torch"] == 1
     assert math.isclose(s["geomean"], (0.5 * 2.0 * 1.06 * 0.96) ** 0.25)
     assert s["lowest"] == 0.5 and s["lowest_problem"].startswith("16x8x8")
+    # The handed problem (torch's own product) is left out of what the kernels did.
+    assert (s["on_kernels"], s["lowest_on_kernels"], s["below_1_0_on_kernels"]) == (3, 0.5, 2)
+    rows[0]["family"] = "torch"
+    s = sweep.summarize(rows)
+    assert (s["on_kernels"], s["lowest_on_kernels"], s["below_1_0_on_kernels"]) == (2, 0.96, 1)
+    assert s["lowest_on_kernels_problem"].startswith("128x8x8") and s["lowest"] == 0.5
 
 
 def test_sweep_summary_counts_errors_against_torch():
