@@ -310,8 +310,8 @@ if WITH_CUDA:
     units = len(_sources())
     print(f"torch_vecgemm: compiling {units} units with CUDA {_cuda_toolkit()} for "
           f"{os.environ['TORCH_CUDA_ARCH_LIST']}; ninja shows progress as [done/total] "
-          f"(pip shows it with -v). On 2 cores the default six architectures took 23 minutes, 8.0;9.0a 10 "
-          f"(README, Quick start); MAX_JOBS sets the parallel jobs.",
+          f"(pip shows it with -v); the README's Quick start says how long a build takes on 2 cores. "
+          f"MAX_JOBS sets the parallel jobs.",
           flush=True)
 
 setup(
