@@ -128,7 +128,7 @@ def _ratio(x):
 def headline(slug):
     """The README's results: a row for each question a user asks of the set, from its
     records, each linked to summary.md (which holds every table, stamped)."""
-    from benchmarks import precision
+    from benchmarks import precision, sweep
 
     link = f"benchmarks/records/{slug}/summary.md"
     rows = []
@@ -152,8 +152,6 @@ def headline(slug):
         data = load(slug, kind)
         if data is None:
             continue
-        from benchmarks import sweep
-
         s = sweep.summary_of(data)
         below = (f"{s['below_0_97']} below 0.97x" if "below_0_97" in s else f"{s['below_0_95']} below 0.95x")
         answer = (f"{s['problems']} problems: geometric mean {s['geomean']:.3f}x, lowest {_ratio(s['lowest'])}, "
