@@ -240,10 +240,11 @@ struct PlanKey {
   int device, variant;
   unsigned flags;
   uint64_t tuning_generation, profiles_generation;
+  int tf32x3_splits;  // a probe's forced 3xTF32 split (tf32x3_forced_splits), or 0
   bool operator==(const PlanKey& o) const {
     return batch == o.batch && m == o.m && n == o.n && k == o.k && device == o.device && variant == o.variant &&
            flags == o.flags && tuning_generation == o.tuning_generation &&
-           profiles_generation == o.profiles_generation;
+           profiles_generation == o.profiles_generation && tf32x3_splits == o.tf32x3_splits;
   }
 };
 
@@ -252,7 +253,7 @@ struct PlanKeyHash {
     size_t h = 0;
     for (const uint64_t v : {uint64_t(key.batch), uint64_t(key.m), uint64_t(key.n), uint64_t(key.k),
                              uint64_t(key.device), uint64_t(int64_t(key.variant)), uint64_t(key.flags),
-                             key.tuning_generation, key.profiles_generation})
+                             key.tuning_generation, key.profiles_generation, uint64_t(key.tf32x3_splits)})
       h = (h ^ v) * 0x100000001b3ull;  // FNV-1a over the fields
     return h;
   }
@@ -266,7 +267,7 @@ PlanKey plan_key(const Problem& p, const Variant& variant, Precision precision) 
     flags |= unsigned(b) << bit++;
   const GemmShape& s = p.shape;
   return PlanKey{s.batch, s.m, s.n, s.k, p.device, variant_code(variant), flags, tuning_generation(),
-                 profiles_generation()};
+                 profiles_generation(), tf32x3_forced_splits()};
 }
 
 // allow_copies = false plans for the operands as they are (a plan's without_copies).
