@@ -40,9 +40,7 @@ void set_narrow_block_rows(int rows) {
               rows);
 }
 bool torch_handoff_enabled() { return false; }
-void set_tf32x3_splits(int splits) {
-  TORCH_CHECK(splits >= 0, "vecgemm: a K split is at least 1, or 0 for the model's, not ", splits);
-}
+void set_tf32x3_splits(int) {}
 void register_aten_kernels(bool) {}  // no kernels: every product stays torch's
 
 PlanSummary plan_summary(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,

@@ -11,7 +11,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "plan_summary.h"
@@ -31,9 +30,6 @@ struct DeviceFacts {
     std::string row;
     int blocks;                            // resident on one SM; 0 where the row cannot run
     std::optional<std::string> violation;  // why the row cannot run there; none: it runs
-    // A row with block heights (the narrow side's): (rows a block, resident blocks) for
-    // each height, `blocks` being the lowest's; empty for the other rows.
-    std::vector<std::pair<int, int>> height_blocks;
   };
   std::vector<Tf32x3Facts> tf32x3;
 };

@@ -31,16 +31,11 @@ py::dict summary_dict(const vecgemm::PlanSummary& s) {
 }
 
 // DeviceFacts as JSON-ready data: {"name", "sms", "capability", "tiled": [[config, orders,
-// vec4, blocks], ...], "tf32x3": [[row, blocks, violation or None, [[rows a block, blocks]
-// for each block height, or none]], ...]}.
+// vec4, blocks], ...], "tf32x3": [[row, blocks, violation or None], ...]}.
 py::dict facts_dict(const vecgemm::DeviceFacts& f) {
   py::list tiled, tf32x3;
   for (const auto& t : f.tiled) tiled.append(py::make_tuple(t.config, t.orders, t.vec4, t.blocks));
-  for (const auto& r : f.tf32x3) {
-    py::list heights;
-    for (const auto& [rows, blocks] : r.height_blocks) heights.append(py::make_tuple(rows, blocks));
-    tf32x3.append(py::make_tuple(r.row, r.blocks, r.violation, heights));
-  }
+  for (const auto& r : f.tf32x3) tf32x3.append(py::make_tuple(r.row, r.blocks, r.violation));
   py::dict d;
   d["name"] = f.name;
   d["sms"] = f.sms;
@@ -61,15 +56,7 @@ vecgemm::DeviceFacts facts_of(const py::dict& d) {
   }
   for (const auto& r : d["tf32x3"].cast<py::list>()) {
     const auto x = r.cast<py::sequence>();
-    vecgemm::DeviceFacts::Tf32x3Facts row{x[0].cast<std::string>(), x[1].cast<int>(), x[2].cast<std::optional<std::string>>(), {}};
-    // (rows a block, resident blocks) of each height; facts recorded before the rows had
-    // heights have three items, and the recorded device then says what is missing.
-    if (py::len(x) > 3)
-      for (const auto& h : x[3].cast<py::list>()) {
-        const auto pair = h.cast<py::sequence>();
-        row.height_blocks.emplace_back(pair[0].cast<int>(), pair[1].cast<int>());
-      }
-    f.tf32x3.push_back(std::move(row));
+    f.tf32x3.push_back({x[0].cast<std::string>(), x[1].cast<int>(), x[2].cast<std::optional<std::string>>()});
   }
   return f;
 }
@@ -164,8 +151,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
               "The narrow operand's rows a block of the narrow-side 3xTF32 kernel takes: 8, 16 or 32, or 0 (the "
               "default) for the fewest that cover the narrow side.");
   testing.def("set_tf32x3_splits", &vecgemm::set_tf32x3_splits, py::arg("splits"),
-              "The K split every 3xTF32 row is priced and run at (at most the row's most), or 0 (the default) for "
-              "the waves model's cheapest.");
+              "The K split every 3xTF32 row is priced and run at (at most the row's most), or 0 (the default; any "
+              "value below 1) for the waves model's cheapest.");
   testing.def("set_dependent_launch", &vecgemm::set_dependent_launch,
               "Whether second passes may overlap the end of the kernel before them (on unless "
               "VECGEMM_DEPENDENT_LAUNCH=0).");

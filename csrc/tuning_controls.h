@@ -48,8 +48,9 @@ bool torch_handoff_enabled();
 void set_narrow_block_rows(int rows);
 
 // Measurement knob: the K split every 3xTF32 row is priced and run at (at most the most the
-// row takes for the problem), or 0 (the default) for the waves model's cheapest: what the
-// model's prices at other splits are checked against (benchmarks/probes/narrow_orders.py).
+// row takes for the problem), or 0 (the default; any value below 1) for the waves model's
+// cheapest: what the model's prices at other splits are checked against
+// (benchmarks/probes/narrow_orders.py).
 void set_tf32x3_splits(int splits);
 
 }  // namespace vecgemm

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import json
-import random
 import math
 
 import pytest
@@ -418,31 +417,6 @@ def test_tf32x3_error_floor_finds_where_a_row_stays_within_cublas():
     # is judged on the others.
     assert crossover({16: {CUBLAS: 1.0, "row": 2.0}, 32: {CUBLAS: 1.0, "row": 2.5}}, "row") is None
     assert crossover({16: {CUBLAS: 3.0, "row": 2.0}, 32: {CUBLAS: 3.0}}, "row") == 16
-
-
-def test_block_height_fit_recovers_the_figures_it_was_given():
-    """narrow_orders' fit of the narrow rows' per-height figures, on records priced with
-    figures on its grid: it gives them back, at no error."""
-    from benchmarks.probes.narrow_orders import block_height_fit, priced_ns
-
-    rates, sms = {"launch_ns": 2500.0, "bytes_per_ns": 3500.0}, 132
-    blocks = {"tf32x3_few_rows_mma": {8: 4, 16: 3, 32: 2}, "tf32x3_few_cols_mma": {8: 4, 16: 3, 32: 2}}
-    shares = {row: {"rr": 90, "rc": 100, "cr": 92, "cc": 95, "unaligned": 93} for row in blocks}
-    given = {"k_tile_ns": {8: 3000.0, 16: 2250.0, 32: 2350.0}, "block_overhead_tiles": 2.5,
-             "lone_k_tile_ns": 1250.0, "reduction_ns": 4000.0}
-    rng = random.Random(0)
-    records = []
-    for _ in range(90):
-        narrow, wide, k = rng.randint(1, 32), rng.choice([19, 300, 2000, 7000]), rng.choice([40, 500, 3000, 8000])
-        m, n = (narrow, wide) if rng.random() < 0.5 else (wide, narrow)
-        row = "tf32x3_few_rows_mma" if m <= n else "tf32x3_few_cols_mma"
-        r = dict(m=m, n=n, k=k, row=row, layout=rng.choice(["rr", "rc", "cr", "cc"]),
-                 align=rng.choice(["aligned", "A + 1 float"]), split_k=rng.choice([1, 2, 5]))
-        ns = priced_ns(r, given, rates, sms, blocks[row], shares[row])
-        rows = 8 if min(m, n) <= 8 else 16 if min(m, n) <= 16 else 32
-        records.append(dict(r, ms_by_block_rows={str(rows): ns / 1e6}))
-    fitted, rms = block_height_fit(records, rates, sms, blocks, shares)
-    assert fitted == given and rms < 1e-9
 
 
 def test_tf32x3_kernel_split_recovers_the_figures_it_was_given():

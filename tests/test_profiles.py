@@ -104,13 +104,6 @@ def _set(path, value):
     (_set(("tf32x3", "tf32x3_128x128_wgmma", "a_split_ns"), -1150.0), "(k_tile_ns plus either, or both, still above 0)"),
     (_set(("tf32x3", "tf32x3_nonexistent"), {"k_tile_ns": 1.0}), "no 3xTF32 row 'tf32x3_nonexistent'"),
     (_set(("tf32x3", "tf32x3_few_rows_mma", "rr_percent"), 0.0), "(above 0, at most 1000)"),
-    (_set(("tf32x3", "tf32x3_few_rows_mma", "k_tile_ns_32_rows"), None), "needs k_tile_ns_32_rows"),
-    (_set(("tf32x3", "tf32x3_few_cols_mma", "k_tile_ns_16_rows"), 0.0), "takes k_tile_ns_16_rows above 0"),
-    (_set(("tf32x3", "tf32x3_few_rows_mma", "k_tile_ns"), 2400.0), "for a row with block heights k_tile_ns_<rows>_rows"),
-    (_set(("tf32x3", "tf32x3_128x64_mma", "k_tile_ns_8_rows"), 2400.0), "and nothing else"),
-    (_set(("tf32x3", "tf32x3_128x64_mma", "lone_k_tile_ns"), None), "needs lone_k_tile_ns"),
-    (_set(("tf32x3", "tf32x3_few_cols_mma", "lone_k_tile_ns"), 0.0), "lone_k_tile_ns (above 0)"),
-    (_set(("tf32x3", "tf32x3_128x128_wgmma", "reduction_ns"), -1.0), "reduction_ns (at least 0)"),
     (_set(("tf32x3", "tf32x3_128x64_mma", "unaligned_percent"), 2000.0), "(above 0, at most 1000)"),
     (_set(("tf32x3", "tf32x3_128x64_mma", "rx_percent"), 100.0), "nothing else"),
     (_set(("torch_handoff", "copies"), None), "torch_handoff needs copies"),
@@ -177,30 +170,3 @@ def test_a_3xtf32_row_is_planned_only_on_the_storage_its_profile_prices(tmp_path
             assert decode("rr")["kernel"] == "tf32x3_few_rows_mma" and forced["predicted_us"] == rc["predicted_us"]
         else:
             assert forced["predicted_us"] > 1.5 * rc["predicted_us"], forced
-
-
-def test_the_narrow_rows_are_priced_at_the_height_their_launch_takes(tmp_path):
-    """A narrow side of 17 to 32 runs 32-row blocks, of which the H200 keeps two an SM where
-    it keeps four of 8 and 16 rows (NARROW_HEIGHT_BLOCKS). With the same K-tile time at every
-    height, a grid of 600 blocks is priced at more waves (600 over 264: three) than one of
-    16-row blocks (600 over 528: two), and a narrow side of 8 as one of 16; each height's
-    K-tile time prices its own blocks alone."""
-    if "tf32x3_few_rows_mma" not in TF32X3_KERNELS:
-        pytest.skip("no narrow-side kernel in this build")
-    doc = shipped("h200.json")
-    doc.update(name="a GPU of the block-height test", serves={"capability": 87, "sms": 132})
-    rows = doc["tf32x3"]["tf32x3_few_rows_mma"]
-    device = _testing.add_recorded_device(facts(87, 132, {WGMMA: "needs sm_90a"} if WGMMA in TF32X3_KERNELS else {}))
-
-    def priced(m, k_tile_ns):
-        rows.update({f"k_tile_ns_{h}_rows": k_tile_ns.get(h, 1000.0) for h in (8, 16, 32)})
-        (tmp_path / "heights.json").write_text(json.dumps(doc))
-        _profiles.load(tmp_path)
-        return _testing.recorded_plan(device, m, 32 * 600, 256, "rc", True, True, "3xtf32",
-                                      variant="tf32x3_few_rows_mma")["predicted_us"]
-
-    same = {}
-    assert priced(8, same) == priced(16, same)
-    assert priced(17, same) == priced(32, same) > priced(16, same)
-    assert priced(32, {32: 2000.0}) > priced(32, same) == priced(32, {8: 2000.0, 16: 2000.0})
-    assert priced(16, {16: 2000.0}) > priced(16, same) == priced(16, {8: 2000.0, 32: 2000.0})

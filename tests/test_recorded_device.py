@@ -24,30 +24,18 @@ WGMMA = "tf32x3_128x128_wgmma"
 
 def _row_blocks(row):
     """A 3xTF32 row's resident blocks as on the H200: one of a 128 x 128 tile, four of the
-    narrow-side kernel (at its lowest block height), two of the others."""
+    narrow-side kernel, two of the others."""
     return 1 if "128x128" in row else 4 if "_few_" in row else 2
-
-
-# The narrow-side rows' block heights (rows of the narrow operand a block) and their resident
-# blocks as on the H200: four of 8 and 16 rows, two of 32.
-NARROW_HEIGHT_BLOCKS = [[8, 4], [16, 4], [32, 2]]
-
-
-def _row_facts(row, violations):
-    if row in violations:
-        return [row, 0, violations[row], []]
-    return [row, _row_blocks(row), None, NARROW_HEIGHT_BLOCKS if "_few_" in row else []]
 
 
 def facts(capability=90, sms=132, violations=None, name="facts built by the test"):
     """Facts of a GPU on which every tiled instance keeps two blocks an SM and each 3xTF32
-    row (and block height) its H200 count, but the rows `violations` names (row -> reason),
-    which cannot run."""
+    row its H200 count, but the rows `violations` names (row -> reason), which cannot run."""
     violations = violations or {}
     return dict(
         name=name, sms=sms, capability=capability,
         tiled=[[c, o, v, 2] for c in TILINGS for o in ("rr", "rc", "cr", "cc") for v in (True, False)],
-        tf32x3=[_row_facts(r, violations) for r in TF32X3_KERNELS],
+        tf32x3=[[r, 0 if r in violations else _row_blocks(r), violations.get(r)] for r in TF32X3_KERNELS],
     )
 
 
@@ -259,6 +247,31 @@ def test_the_h200_rule_keeps_large_problems_on_the_kernels(torch_handoff_on):
     assert plan(device, 2048, 11008, 4096, orders="rc")["family"] != "torch"  # llama mlp up
 
 
+def test_a_probe_may_force_the_3xtf32_split(h200_like):
+    """set_tf32x3_splits prices and runs every 3xTF32 row at that split (at most the row's
+    most for the problem), as plans of their own, until it is set back to 0."""
+    row = "tf32x3_few_rows_mma"
+    if row not in TF32X3_KERNELS:
+        pytest.skip("no narrow-side kernel in this build")
+
+    def decode(**kw):
+        return _testing.recorded_plan(h200_like, 8, 4096, 4096, "rc", True, True, "3xtf32", variant=row, **kw)
+
+    chosen = decode()
+    try:
+        for splits, expected in ((1, 1), (3, 3), (64, 16)):  # K 4096: at most 16 slices of 256
+            _testing.set_tf32x3_splits(splits)
+            forced = decode()
+            assert forced["split_k"] == expected, forced
+        _testing.set_tf32x3_splits(1)
+        assert decode()["predicted_us"] != chosen["predicted_us"] or chosen["split_k"] == 1
+        _testing.set_tf32x3_splits(-1)  # below 1: the model's
+        assert decode() == chosen
+    finally:
+        _testing.set_tf32x3_splits(0)
+    assert decode() == chosen
+
+
 def test_incomplete_or_unknown_facts_are_refused():
     missing = facts()
     missing["tiled"] = [t for t in missing["tiled"] if not (t[0] == TILINGS[0] and t[1] == "rr" and t[2])]
@@ -270,21 +283,6 @@ def test_incomplete_or_unknown_facts_are_refused():
         _testing.add_recorded_device(unknown)
     with pytest.raises(RuntimeError, match="not a recorded device"):
         _testing.recorded_plan(0, 64, 64, 64, "rr", True, True)
-    narrow = [r for r in TF32X3_KERNELS if "_few_" in r]
-    if narrow:
-        # A narrow-side row's heights are facts of their own: facts recorded before the rows
-        # had them (three items a row) or missing one are refused, and a row of one block
-        # shape takes none.
-        for drop in (lambda f: f[:3], lambda f: f[:3] + [f[3][:2]]):
-            old = facts()
-            old["tf32x3"] = [drop(f) if f[0] == narrow[0] else f for f in old["tf32x3"]]
-            with pytest.raises(RuntimeError, match=f"no occupancy for {narrow[0]} .* rows a block: record it"):
-                _testing.add_recorded_device(old)
-        heights = facts()
-        heights["tf32x3"] = [f[:3] + [NARROW_HEIGHT_BLOCKS] for f in heights["tf32x3"]]
-        with pytest.raises(RuntimeError, match="has no block heights in this build"):
-            _testing.add_recorded_device(heights)
-
 
 
 def _records(kind):

@@ -21,9 +21,9 @@ second and later from L2. Last, the storage figures a device profile prices the 
 (`rr_percent` .. `cc_percent`, `unaligned_percent`, torch_vecgemm/profiles/h200.json),
 fitted on these times, and aligned rc's time over its price. With --sweeps, instead: the
 random sweeps' problems with a side of at most 32 (seeds 0 and 1, `benchmarks.sweep`), each
-in its own storage, timed at every block height and beside torch.matmul, with both errors:
-what the rows' per-height price is fitted on (`block_height_fit`); with --splits, those and
-PROBLEMS at every K split the row takes, each with its price. Needs a GPU of sm_80 or newer.
+in its own storage, timed at every block height and beside torch.matmul, with both errors;
+with --splits, those and PROBLEMS at every K split the row takes, each with its price.
+Needs a GPU of sm_80 or newer.
 
     python -m benchmarks.probes.narrow_orders [--sweeps | --splits] [--out FILE.json]
 """
@@ -148,9 +148,9 @@ SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 
 def split_records(p, seed):
     """A narrow problem in its storage (a sweep problem's dict, or aligned rc) timed at each
-    K split the row takes (`_C._testing.set_tf32x3_splits`), each with its price: what the
-    waves model's partial-wave and reduction terms are fitted on. One record a split, shaped
-    as sweep_problem_record's (its time at the default height)."""
+    K split the row takes (`_C._testing.set_tf32x3_splits`), each with its price: the waves
+    model's price off its own choice of split, checked. One record a split, shaped as
+    sweep_problem_record's (its time at the default height)."""
     from benchmarks.sweep import make_problem_operands
 
     row = narrow_row(p["m"], p["n"])
@@ -162,7 +162,7 @@ def split_records(p, seed):
             knob(splits)
             planned = torch_vecgemm.plan(A, B, variant=row, precision="3xtf32")
             if planned.split_k in seen:
-                break  # past the row's most
+                continue  # past the row's most, or the same whole-K-tile slices
             seen.add(planned.split_k)
             records.append(dict(p, seed=seed, row=row, split_k=planned.split_k,
                                 predicted_ms=planned.predicted_us / 1e3,
@@ -179,78 +179,11 @@ def sweep_problems():
     return [(p, seed) for seed in (0, 1) for p in draw_problems(seed, 128) if narrow_row(p["m"], p["n"])]
 
 
-def _ceil_div(a, b):
-    return -(-a // b)
-
-
 def default_block_rows(m, n):
-    """The block height the launch takes for the problem's narrow side
-    (tf32x3_skinny_block_rows, csrc/kernels/tf32x3/sgemm_3xtf32.h)."""
+    """The block height the launch takes for the problem's narrow side: the fewest rows of
+    BLOCK_ROWS that cover it (q_rows_for, csrc/kernels/tf32x3/sgemm_3xtf32_skinny.cu)."""
     narrow = min(m, n)
     return next(rows for rows in BLOCK_ROWS if narrow <= rows or rows == BLOCK_ROWS[-1])
-
-
-def _vec4(p):
-    """Whether every row of both operands of a sweep problem starts 16-byte aligned."""
-    lda = p["k"] if p["layout"][0] == "r" else p["m"]
-    ldb = p["n"] if p["layout"][1] == "r" else p["k"]
-    return p["align"] == "aligned" and lda % 4 == 0 and ldb % 4 == 0
-
-
-def _terms(p, rates, sms, blocks, shares):
-    """What the waves model makes of a narrow problem at its default block height and
-    recorded split (csrc/planner/cost_model.cpp, tf32x3_predicted), apart from the figures
-    being fitted: (block rows, waves, slice K tiles, the storage's share, the wave's busy
-    share of block slots, the ns besides the K tiles and the reduction's own)."""
-    m, n, k, s = p["m"], p["n"], p["k"], p["split_k"]
-    rows = default_block_rows(m, n)
-    tiles, slots = _ceil_div(m, 32) * _ceil_div(n, 32), sms * blocks[rows]
-    share = shares[p["layout"]] / 100 * (1.0 if _vec4(p) else shares["unaligned"] / 100)
-    fixed = rates["launch_ns"] + (8.0 * s * m * n / rates["bytes_per_ns"] if s > 1 else 0.0)
-    return rows, _ceil_div(tiles * s, slots), _ceil_div(_ceil_div(k, s), 128), share, min(1.0, tiles * s / slots), fixed
-
-
-def priced_ns(p, figures, rates, sms, blocks, shares):
-    """The waves model's time for a narrow problem at its default block height and recorded
-    split: figures are the row's (k_tile_ns by block rows, block_overhead_tiles,
-    lone_k_tile_ns, reduction_ns), blocks its resident blocks by block rows, shares its
-    storage percents (`rr` .. `cc`, `unaligned`)."""
-    rows, waves, slice_tiles, share, busy, fixed = _terms(p, rates, sms, blocks, shares)
-    k_tile = max(figures["lone_k_tile_ns"], figures["k_tile_ns"][rows] * busy)
-    reduction = figures["reduction_ns"] if p["split_k"] > 1 else 0.0
-    return waves * (slice_tiles + figures["block_overhead_tiles"]) / share * k_tile + fixed + reduction
-
-
-def block_height_fit(records, rates, sms, blocks, shares):
-    """The figures priced_ns takes that price --sweeps' records (each row's time at its
-    default height, in its own storage) with the least mean squared log error, on a grid
-    (25 ns for K tiles, 50 for lone_k_tile_ns, 500 for reduction_ns, half a tile); blocks
-    and shares by row. A height with fewer than 5 records is left out (None). Returns the
-    figures and their RMS log error."""
-    import numpy as np
-
-    k_tiles = np.arange(500.0, 6000.0, 25.0)
-    by_rows = {}
-    for r in records:
-        rows, waves, slice_tiles, share, busy, fixed = _terms(r, rates, sms, blocks[r["row"]], shares[r["row"]])
-        by_rows.setdefault(rows, []).append((waves / share, slice_tiles, busy, fixed, float(r["split_k"] > 1),
-                                             r["ms_by_block_rows"][str(rows)] * 1e6))
-    terms = {rows: np.array(t) for rows, t in by_rows.items() if len(t) >= 5}
-    best = None
-    for overhead in np.arange(0.0, 4.01, 0.5):
-        for lone in np.arange(500.0, 3001.0, 50.0):
-            for reduction in np.arange(1000.0, 6001.0, 500.0):
-                total, k_tile_ns = 0.0, dict.fromkeys(BLOCK_ROWS)
-                for rows, t in terms.items():
-                    k_tile = np.maximum(lone, np.outer(t[:, 2], k_tiles))  # (records, grid)
-                    priced = (t[:, 0] * (t[:, 1] + overhead))[:, None] * k_tile + (t[:, 3] + reduction * t[:, 4])[:, None]
-                    errors = (np.log(priced / t[:, 5][:, None]) ** 2).sum(axis=0)
-                    i = int(np.argmin(errors))
-                    k_tile_ns[rows], total = float(k_tiles[i]), total + float(errors[i])
-                if best is None or total < best[0]:
-                    best = (total, dict(k_tile_ns=k_tile_ns, block_overhead_tiles=float(overhead),
-                                        lone_k_tile_ns=float(lone), reduction_ns=float(reduction)))
-    return best[1], (best[0] / max(1, sum(len(t) for t in terms.values()))) ** 0.5
 
 
 def with_ratios(records):

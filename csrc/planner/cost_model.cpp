@@ -1,7 +1,5 @@
 #include "planner/cost_model.h"
 
-#include <c10/util/Exception.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -259,12 +257,9 @@ namespace {
 
 // The 3xTF32 rows' waves model (the SIMT model above has no figures for their kernels): a
 // block takes its slice's K tiles plus a fixed cost (tf32x3_block_overhead_tiles), at the
-// profile's K-tile time of the row (of its block height, for a row with heights); the grid
-// takes that times its waves of resident blocks, plus its launch (the SIMT model's
-// launch_ns, so that the two compare). A grid of less than one wave runs its K tiles at that
-// time times the share of slots it fills, down to the row's lone_k_tile_ns (its blocks
-// share the memory system with fewer others). A split adds the reduction
-// (tf32x3_reduction_ns) and the partials' round trip, written by the kernel and read
+// profile's K-tile time of the row; the grid takes that times its waves of resident
+// blocks, plus its launch (the SIMT model's launch_ns, so that the two compare); a split
+// adds the reduction's launch and the partials' round trip, written by the kernel and read
 // back by the reduction (8 bytes an output element a slice). The
 // split with the least predicted time wins, fewer splits on a tie, in slices of at least
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
@@ -291,21 +286,15 @@ Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   const DeviceProfile& profile = profile_of(key.device);
   const Tf32x3Row& r = kTf32x3Rows[row];
   const Tf32x3ConfigInfo info = r.info(r.config);
-  // A row with block heights: its tile is 32 wide and one block covers a narrow side of up
-  // to 32 at the height its launch takes, whose occupancy and K-tile time apply.
-  const int block_rows = r.block_rows ? r.block_rows(key) : 0;
-  const int height = r.block_rows ? *tf32x3_height_index(block_rows) : 0;
   const int64_t tiles = ceil_div(key.m, info.bm) * ceil_div(key.n, info.bn) * key.batch;
-  const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device, block_rows);
+  const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
   const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
   const double waves = double(ceil_div(tiles * splits, slots));
   const double wave_tiles =
       waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]) / tf32x3_storage_share(key, row);
-  const double busy = std::min(1.0, double(tiles * splits) / double(slots));
-  const double k_tile_ns = std::max(profile.tf32x3_lone_k_tile_ns[row], profile.tf32x3_k_tile_ns[row][height] * busy);
-  Tf32x3Estimate out{{row, splits, {false, false}}, wave_tiles * k_tile_ns + profile.launch_ns};
+  Tf32x3Estimate out{{row, splits, {false, false}}, wave_tiles * profile.tf32x3_k_tile_ns[row] + profile.launch_ns};
   if (splits > 1)
-    out.ns += profile.tf32x3_reduction_ns[row] + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
+    out.ns += profile.dependent_launch_ns + 8.0 * splits * double(key.batch) * key.m * key.n / profile.bytes_per_ns;
   if (r.kernel_can_split == nullptr) return out;
   const auto pass_ns = [&](int64_t rows) {
     return profile.launch_ns + kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
@@ -338,10 +327,7 @@ namespace {
 std::atomic<int> g_forced_splits{0};
 }  // namespace
 
-void set_tf32x3_forced_splits(int splits) {
-  TORCH_CHECK(splits >= 0, "vecgemm: a K split is at least 1, or 0 for the model's, not ", splits);
-  g_forced_splits = splits;
-}
+void set_tf32x3_forced_splits(int splits) { g_forced_splits = std::max(splits, 0); }
 
 int tf32x3_forced_splits() { return g_forced_splits.load(); }
 

@@ -51,11 +51,8 @@ constexpr ScalarField kScalarFields[] = {
     {"tf32x3_fixed_ns", &DeviceProfile::tf32x3_fixed_ns},
 };
 constexpr const char* kIntegerScalars[] = {"warps_to_hide_scalar_output", "unmeasured_scalar_load_percent"};
-constexpr const char* kTf32x3Fields[] = {"k_tile_ns",  "block_overhead_tiles", "a_split_ns",
-                                         "b_split_ns", "lone_k_tile_ns",       "reduction_ns"};
+constexpr const char* kTf32x3Fields[] = {"k_tile_ns", "block_overhead_tiles", "a_split_ns", "b_split_ns"};
 constexpr int kNumTf32x3Fields = sizeof(kTf32x3Fields) / sizeof(kTf32x3Fields[0]);
-// A row with block heights: k_tile_ns of each height, by this name.
-std::string height_k_tile_field(int block_rows) { return "k_tile_ns_" + std::to_string(block_rows) + "_rows"; }
 // A 3xTF32 row's storage figures, each optional: one a storage order (by order_index), and
 // the unaligned one. Left out: the row is not priced on that storage.
 constexpr const char* kTf32x3OrderFields[kNumOrders] = {"rr_percent", "rc_percent", "cr_percent", "cc_percent"};
@@ -170,30 +167,12 @@ class ProfileReader {
       const auto row = tf32x3_row_of(row_name);
       if (!row) return fail("it names no 3xTF32 row '" + row_name + "' of this build (torch_vecgemm.variants())");
       seen[*row] = true;
-      // A row with block heights has a K-tile time for each (k_tile_ns_<rows>_rows) in
-      // place of k_tile_ns.
-      const bool has_heights = kTf32x3Rows[*row].block_rows != nullptr;
-      const auto number = [&](const std::string& field, double& out) {
-        const auto it = figures.find(field);
-        if (it == figures.end() || !std::isfinite(it->second)) return fail(row_name + " needs " + field + ", a number");
-        out = it->second;
-        return true;
-      };
       double v[kNumTf32x3Fields];
-      for (int i = has_heights ? 1 : 0; i < kNumTf32x3Fields; ++i)
-        if (!number(kTf32x3Fields[i], v[i])) return false;
-      double height_k_tile_ns[kNumSkinnyBlockRows];
-      size_t time_fields = 1;
-      if (has_heights) {
-        for (int h = 0; h < kNumSkinnyBlockRows; ++h) {
-          const std::string field = height_k_tile_field(kSkinnyBlockRows[h]);
-          if (!number(field, height_k_tile_ns[h])) return false;
-          if (!(height_k_tile_ns[h] > 0.0)) return fail(row_name + " takes " + field + " above 0");
-        }
-        v[0] = *std::min_element(height_k_tile_ns, height_k_tile_ns + kNumSkinnyBlockRows);
-        time_fields = kNumSkinnyBlockRows;
-      } else {
-        std::fill(height_k_tile_ns, height_k_tile_ns + kNumSkinnyBlockRows, v[0]);
+      for (int i = 0; i < kNumTf32x3Fields; ++i) {
+        const auto it = figures.find(kTf32x3Fields[i]);
+        if (it == figures.end() || !std::isfinite(it->second))
+          return fail(row_name + " needs " + kTf32x3Fields[i] + ", a number");
+        v[i] = it->second;
       }
       // The storage figures: percents above 0 and at most 1000 (a row ten times faster on
       // another storage than on the one it was fitted on is a mistake); 0 where left out.
@@ -212,20 +191,16 @@ class ProfileReader {
       // The split figures are differences, and may be below 0 (an in-kernel split faster
       // than the pass's parts); a K tile's time may not be, whatever the kernel splits.
       const double fastest_k_tile = v[0] + std::min(v[2], 0.0) + std::min(v[3], 0.0);
-      if (figures.size() != size_t(kNumTf32x3Fields) - 1 + time_fields + storage_fields || !storage_ok ||
-          !(v[0] > 0.0) || v[1] < 0.0 || !(fastest_k_tile > 0.0) || !(v[4] > 0.0) || v[5] < 0.0)
-        return fail(row_name + " takes k_tile_ns (above 0), or for a row with block heights k_tile_ns_<rows>_rows for "
-                    "each block height, block_overhead_tiles (at least 0), a_split_ns and b_split_ns "
-                    "(k_tile_ns plus either, or both, still above 0), lone_k_tile_ns (above 0), reduction_ns "
-                    "(at least 0), and, for each storage it is priced on, "
+      if (figures.size() != size_t(kNumTf32x3Fields) + storage_fields || !storage_ok || !(v[0] > 0.0) || v[1] < 0.0 ||
+          !(fastest_k_tile > 0.0))
+        return fail(row_name + " takes k_tile_ns (above 0), block_overhead_tiles (at least 0), a_split_ns and b_split_ns "
+                    "(k_tile_ns plus either, or both, still above 0), and, for each storage it is priced on, "
                     "rr_percent, rc_percent, cr_percent, cc_percent, unaligned_percent (above 0, at most 1000), "
                     "and nothing else");
-      std::copy(height_k_tile_ns, height_k_tile_ns + kNumSkinnyBlockRows, p.tf32x3_k_tile_ns[*row]);
+      p.tf32x3_k_tile_ns[*row] = v[0];
       p.tf32x3_block_overhead_tiles[*row] = v[1];
       p.tf32x3_a_split_ns[*row] = v[2];
       p.tf32x3_b_split_ns[*row] = v[3];
-      p.tf32x3_lone_k_tile_ns[*row] = v[4];
-      p.tf32x3_reduction_ns[*row] = v[5];
     }
     for (int r = 0; r < kNumTf32x3Rows; ++r)
       if (!seen[r]) return fail(std::string("it has no figures for ") + kTf32x3Rows[r].name);
@@ -313,22 +288,10 @@ int record_device(const DeviceFacts& facts) {
     const auto row = tf32x3_row_of(f.row);
     TORCH_CHECK(row, "vecgemm: recorded device '", facts.name, "': no 3xTF32 row '", f.row, "' in this build");
     seen[*row] = true;
+    r.tf32x3_blocks[*row] = f.blocks;
     r.tf32x3_violations[*row] = f.violation;
     TORCH_CHECK(f.violation || f.blocks > 0, "vecgemm: recorded device '", facts.name, "': ", f.row,
                 " runs there but has no blocks");
-    const bool has_heights = kTf32x3Rows[*row].block_rows != nullptr;
-    TORCH_CHECK(has_heights || f.height_blocks.empty(), "vecgemm: recorded device '", facts.name, "': ", f.row,
-                " has no block heights in this build");
-    for (int h = 0; h < kNumSkinnyBlockRows; ++h) r.tf32x3_blocks[*row][h] = f.blocks;
-    if (!has_heights || f.violation) continue;
-    for (int h = 0; h < kNumSkinnyBlockRows; ++h) {
-      const auto it = std::find_if(f.height_blocks.begin(), f.height_blocks.end(),
-                                   [&](const auto& hb) { return hb.first == kSkinnyBlockRows[h]; });
-      TORCH_CHECK(it != f.height_blocks.end() && it->second > 0, "vecgemm: recorded device '", facts.name,
-                  "' has no occupancy for ", f.row, " ", kSkinnyBlockRows[h],
-                  " rows a block: record it with this build's kernels");
-      r.tf32x3_blocks[*row][h] = it->second;
-    }
   }
   for (int row = 0; row < kNumTf32x3Rows; ++row)
     TORCH_CHECK(seen[row], "vecgemm: recorded device '", facts.name, "' has no facts for ", kTf32x3Rows[row].name);
@@ -426,10 +389,7 @@ DeviceFacts query_device_facts(int device) {
             out.tiled.push_back({kernel_config_name(c), orders_name(la, lb), vec4, blocks_per_sm(c, la, lb, vec4, device)});
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
     const Reason why = tf32x3_violation(r, device);
-    DeviceFacts::Tf32x3Facts f{kTf32x3Rows[r].name, why ? 0 : tf32x3_blocks_per_sm(r, device), why, {}};
-    if (kTf32x3Rows[r].block_rows && !why)
-      for (const int rows : kSkinnyBlockRows) f.height_blocks.emplace_back(rows, tf32x3_blocks_per_sm(r, device, rows));
-    out.tf32x3.push_back(std::move(f));
+    out.tf32x3.push_back({kTf32x3Rows[r].name, why ? 0 : tf32x3_blocks_per_sm(r, device), why});
   }
   return out;
 }

@@ -57,19 +57,11 @@ struct DeviceProfile {
   // cost (pipeline fill, votes, epilogue) in its K tiles, and a K tile's extra ns (or fewer,
   // below 0) where the kernel makes A's or B's parts itself instead of reading the split
   // pass's (the wgmma form: A's in registers, B's in shared memory), each apart; both at
-  // once cost the sum. The K-tile time by block height (kSkinnyBlockRows) for a row with
-  // heights, the same at every index for the others.
-  double tf32x3_k_tile_ns[kNumTf32x3Rows][kNumSkinnyBlockRows];
+  // once cost the sum.
+  double tf32x3_k_tile_ns[kNumTf32x3Rows];
   double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
   double tf32x3_a_split_ns[kNumTf32x3Rows];
   double tf32x3_b_split_ns[kNumTf32x3Rows];
-  // A grid of one partial wave shares the device among fewer blocks: its K tiles take
-  // k_tile_ns times the share of the wave's block slots it fills, but not below a block's
-  // K tile alone on the device, tf32x3_lone_k_tile_ns (k_tile_ns where a row's K tile does
-  // not depend on the load). And a split's reduction costs tf32x3_reduction_ns besides the
-  // partials' round trip through memory.
-  double tf32x3_lone_k_tile_ns[kNumTf32x3Rows];
-  double tf32x3_reduction_ns[kNumTf32x3Rows];
   // Each row's speed in each storage order (rr, rc, cr, cc), and with operands not 16-byte
   // aligned, against the storage its figures were fitted on, in percent; 0 where the
   // profile has not measured it: the row is not priced there, and auto does not plan it
@@ -120,8 +112,7 @@ struct RecordedDevice {
   std::string name;
   int sms = 0, capability = 0;
   std::map<std::tuple<int, Layout, Layout, bool>, int> tiled_blocks;  // (config, orders, vec4)
-  // By row and block height (kSkinnyBlockRows; a row without heights at index 0).
-  int tf32x3_blocks[kNumTf32x3Rows][kNumSkinnyBlockRows] = {};
+  int tf32x3_blocks[kNumTf32x3Rows] = {};
   Reason tf32x3_violations[kNumTf32x3Rows];
 };
 // The facts behind a recorded device, checked against this build's tables (an error names

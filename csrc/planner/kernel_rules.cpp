@@ -155,8 +155,7 @@ Reason find_tf32x3_violation(int row, int device) {
            " bytes of shared memory a block; this GPU allows " + std::to_string(optin);
   const c10::cuda::CUDAGuard guard(device);
   cudaFuncAttributes attributes{};
-  if (cudaFuncGetAttributes(&attributes, r.entry(r.config, Layout::RowMajor, Layout::RowMajor, true,
-                                              r.block_rows ? kSkinnyBlockRows[0] : 0)) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attributes, r.entry(r.config, Layout::RowMajor, Layout::RowMajor, true)) != cudaSuccess) {
     (void)cudaGetLastError();  // the query's error is the answer, not a sticky failure
     return std::string("this build has no ") + r.name + " kernel for " + arch_name(capability) +
            "; rebuild with TORCH_CUDA_ARCH_LIST naming this GPU's architecture (README, Build)";

@@ -28,9 +28,7 @@ struct Tf32x3Row {
   int bk;                              // K tile: split-K slices are whole K tiles
   int config;                          // the implementation's own index of this tiling
   Tf32x3ConfigInfo (*info)(int config);
-  // The kernel's instance for these storage orders and load width, at a block height of
-  // `block_rows` where the row has heights (block_rows, below), else 0.
-  const void* (*entry)(int config, Layout la, Layout lb, bool vec4, int block_rows);
+  const void* (*entry)(int config, Layout la, Layout lb, bool vec4);
   // p.workspace: the split-K partials when p.k_splits > 1; scratch: scratch_bytes(...)
   // bytes; kernel_splits: the plan's (kernel_can_split).
   void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands kernel_splits,
@@ -48,11 +46,6 @@ struct Tf32x3Row {
   // Why the kernel does not take a problem (storage orders, alignment, extents), or none
   // where it takes every problem.
   Reason (*refuses)(const ProblemKey& key);
-  // A row whose kernel has an instance per block height (the narrow side's rows: rows of
-  // the narrow operand a block takes, kSkinnyBlockRows): the height its launch takes for
-  // the key; none for a row of one block shape. Each height has its own resident blocks
-  // (the device's facts) and K-tile time (the device profile's).
-  int (*block_rows)(const ProblemKey& key);
   // The shortest fp32 sum (products a chain of FFMAs) whose error the kernel's stays
   // within: its error has a floor whatever K is (the split's representation and the tensor
   // core's truncation, sgemm_3xtf32.cuh "Accumulation"), fp32's grows as ~0.3 u sqrt(sum),
@@ -61,9 +54,6 @@ struct Tf32x3Row {
 };
 
 namespace tf32x3_mma_row {
-inline const void* entry(int config, Layout la, Layout lb, bool vec4, int) {
-  return tf32x3_kernel_entry(config, la, lb, vec4);
-}
 inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands, void*,
                    cudaStream_t stream) {
   launch_sgemm_3xtf32_config(config, p, la, lb, vec4, stream);
@@ -72,7 +62,7 @@ inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool v
 
 namespace tf32x3_wgmma_row {
 inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
-inline const void* entry(int, Layout, Layout, bool, int) { return tf32x3_wgmma_kernel_entry(); }
+inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
 inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, SplitOperands kernel_splits, void* scratch,
                    cudaStream_t stream) {
   launch_sgemm_3xtf32_wgmma(p, la, lb, kernel_splits, scratch, dependent_launch_enabled(), stream);
@@ -92,8 +82,6 @@ inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool v
 }
 Reason refuses_few_rows(const ProblemKey& key);
 Reason refuses_few_columns(const ProblemKey& key);
-inline int block_rows_few_rows(const ProblemKey& key) { return tf32x3_skinny_block_rows(key.m); }
-inline int block_rows_few_columns(const ProblemKey& key) { return tf32x3_skinny_block_rows(key.n); }
 }  // namespace tf32x3_skinny_row
 
 // The wgmma form where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync form's
@@ -120,19 +108,19 @@ inline int block_rows_few_columns(const ProblemKey& key) { return tf32x3_skinny_
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
-     &sgemm_3xtf32_wgmma_available, nullptr, nullptr, 128},
-    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_mma_row::entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, nullptr, 512},
-    {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_mma_row::entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, nullptr, 512},
-    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_mma_row::entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, nullptr, 512},
+     &sgemm_3xtf32_wgmma_available, nullptr, 128},
+    {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
+     nullptr, nullptr, nullptr, nullptr, 512},
+    {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
+     nullptr, nullptr, nullptr, nullptr, 512},
+    {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
-     &tf32x3_skinny_row::refuses_few_rows, &tf32x3_skinny_row::block_rows_few_rows, 128},
+     &tf32x3_skinny_row::refuses_few_rows, 128},
     {"tf32x3_few_cols_mma", 80, 0, kSkinnyBlockK, kSkinnyFewColumns, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
-     &tf32x3_skinny_row::refuses_few_columns, &tf32x3_skinny_row::block_rows_few_columns, 128},
+     &tf32x3_skinny_row::refuses_few_columns, 128},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);
 
@@ -142,10 +130,7 @@ std::optional<int> tf32x3_row_of(const std::string& name);
 // Whether a row's kernel runs on a device: tf32x3_violation (planner/kernel_rules.h).
 
 // Blocks of the row's kernel resident on one SM of the device (with its dynamic shared
-// memory), at least 1; for a row with block heights, of the instance `block_rows` high
-// (0: the lowest).
-int tf32x3_blocks_per_sm(int row, int device, int block_rows = 0);
-// The index of a block height in kSkinnyBlockRows (block_rows 0: the lowest's), or none.
-std::optional<int> tf32x3_height_index(int block_rows);
+// memory), at least 1.
+int tf32x3_blocks_per_sm(int row, int device);
 
 }  // namespace vecgemm

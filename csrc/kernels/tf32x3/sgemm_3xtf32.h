@@ -79,19 +79,12 @@ inline constexpr int kSkinnyFewRows = 0, kSkinnyFewColumns = 1;
 inline constexpr int kSkinnyMaxNarrow = 32;
 // Slices of a K split are whole multiples of this: the K a block takes at a time.
 inline constexpr int kSkinnyBlockK = 128;
-// The block heights: rows of the narrow operand a block takes, one instance each.
-inline constexpr int kSkinnyBlockRows[] = {8, 16, 32};
-inline constexpr int kNumSkinnyBlockRows = sizeof(kSkinnyBlockRows) / sizeof(kSkinnyBlockRows[0]);
 void launch_sgemm_3xtf32_skinny(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
-// The block height the launch takes for a narrow side of `narrow` rows (unless a probe
-// fixed it, set_tf32x3_skinny_block_rows): the fewest MMA tiles of 8 that cover it, 32
-// past 32 (several blocks along it). The planner prices this height.
-constexpr int tf32x3_skinny_block_rows(int narrow) { return narrow <= 8 ? 8 : narrow <= 16 ? 16 : 32; }
 // Its block at the widest narrow side (32 x 32) and no dynamic shared memory.
 Tf32x3ConfigInfo tf32x3_skinny_config_info(int config);
-// Its instance for `block_rows` narrow rows (one of kSkinnyBlockRows) in these storage
-// orders, for cudaFuncGetAttributes and occupancy queries.
-const void* tf32x3_skinny_kernel_entry(int config, Layout la, Layout lb, bool vec4, int block_rows);
+// Its instance for 8 narrow rows in these storage orders, for cudaFuncGetAttributes and
+// occupancy queries.
+const void* tf32x3_skinny_kernel_entry(int config, Layout la, Layout lb, bool vec4);
 // For probes: the rows of the narrow operand a block takes, 8, 16 or 32 (a narrow side past
 // them runs as several blocks along it, each reading its tile of the wide operand, the
 // second and later from L2), or 0 (the default) for the fewest that cover the narrow side.
