@@ -775,20 +775,21 @@ def test_subnormals(rng):
 
 
 @gpu
-@pytest.mark.parametrize("row", [pytest.param(row, marks=pytest.mark.xfail(
-    strict=True, reason="measured on the H200 (step 47): 2 of 12288 subnormal results (~2^-136, below the scaled "
-    "recomputation's reach) come out 0 where cuBLAS keeps them")) if row == "tf32x3_128x64_mma" else row
-    for row in TF32X3_KERNELS])
+@pytest.mark.parametrize("row", TF32X3_KERNELS)
 def test_subnormal_results_are_kept(row, rng):
+    # Results of ~2^-136, 2^10 above the smallest subnormal: none may come out 0 where the
+    # exact product, rounded to fp32, is not 0. (Where it rounds to 0, an FMA chain's own
+    # rounding may leave a few ulps: cuBLAS gave -2^-148 for an exact -0.32 x 2^-149.)
     A, B = _subnormal_operands(rng)
     A = A * 2.0**-10
     if torch_vecgemm.fallback_reason(A, B, variant=row) is not None:
         pytest.skip(f"{row} does not take this problem here: {torch_vecgemm.fallback_reason(A, B, variant=row)}")
     out = ops.sgemm(A, B, None, 1.0, 0.0, row, "3xtf32")
-    want = _cublas(A, B)
-    assert (want.abs() < torch.finfo(torch.float32).tiny).any()
-    flushed = int(((out == 0) & (want != 0)).sum())
-    assert flushed == 0, f"{flushed} subnormal results flushed to zero where cuBLAS keeps them"
+    exact = (A.double() @ B.double()).float()
+    tiny = torch.finfo(torch.float32).tiny
+    assert ((exact != 0) & (exact.abs() < tiny)).float().mean() > 0.9  # subnormal results, nearly all
+    flushed = int(((out == 0) & (exact != 0)).sum())
+    assert flushed == 0, f"{flushed} subnormal results flushed to zero where the exact product rounds to nonzero"
 
 
 # ---- on the GPU: the narrow-side kernel (few rows of A or few columns of B) -------------------
