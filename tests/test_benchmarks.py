@@ -419,6 +419,21 @@ def test_tf32x3_error_floor_finds_where_a_row_stays_within_cublas():
     assert crossover({16: {CUBLAS: 3.0, "row": 2.0}, 32: {CUBLAS: 3.0}}, "row") == 16
 
 
+def test_model_level_recovers_the_scale_and_call_it_was_given():
+    """model_level's fit of time = scale x model + per-call term gives back the figures the
+    times were made with, at no error; each config's line states its medians."""
+    from benchmarks.probes.model_level import affine_fit, report
+
+    models = [3.0, 5.5, 8.0, 12.0, 20.0, 45.0, 90.0, 250.0, 700.0]
+    points = [(m, 1.07 * m + 2.65) for m in models]
+    scale, call, rms = affine_fit(points)
+    assert (scale, call) == (1.07, 2.65) and rms < 1e-9
+    lines = report([("async_32x32x16_t44_s4", m, t) for m, t in points[:4]] +
+                   [("tiled_128x128x16", m, t) for m, t in points[4:]])
+    assert lines[0].startswith("tiled_128x128x16") and "5 plans" in lines[0]
+    assert "time = 1.07 x model + 2.65 us" in lines[-1] and "RMS log error 0.000" in lines[-1]
+
+
 def test_tf32x3_kernel_split_recovers_the_figures_it_was_given():
     from benchmarks.probes.tf32x3_kernel_split import pass_ns, split_figures, wave_tiles
 
