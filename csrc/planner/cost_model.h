@@ -77,9 +77,9 @@ bool tf32x3_priced(const ProblemKey& key, int row);
 // caller has checked that the row runs on the device and takes the problem.
 Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row);
 // For probes (set_tf32x3_splits, tuning_controls.h): the split tf32x3_cheapest_split takes
-// instead of the cheapest (at most the row's most for the problem), or 0 (or less) for the
-// cheapest;
-// part of every plan's key, so that a plan made under another split is not reused.
+// instead of the cheapest (at most the row's most for the problem), or 0 (any value below
+// 1) for the cheapest; part of every plan's key, so that a plan made under another split
+// is not reused.
 void set_tf32x3_forced_splits(int splits);
 int tf32x3_forced_splits();
 // A 3xTF32 estimate as the planner weighs it against the SIMT model's time for the IEEE
