@@ -117,15 +117,21 @@ def block_rows_times(m, n, k, seed=0):
     return times
 
 
-def sweep_problem_record(p, seed):
-    """One of a sweep's narrow problems in its storage: the row's time at each block height,
-    torch.matmul's, both errors against float64, the split the row runs and its price."""
+def _problem(p, seed):
+    """A sweep problem's operands in its storage (a dict as benchmarks.sweep draws them),
+    its narrow row, and a call of that row by name (the strict op)."""
     from benchmarks.sweep import make_problem_operands
 
     row = narrow_row(p["m"], p["n"])
     A, B = make_problem_operands(p, "cuda", seed)
+    return row, A, B, lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, row, "3xtf32")
+
+
+def sweep_problem_record(p, seed):
+    """One of a sweep's narrow problems in its storage: the row's time at each block height,
+    torch.matmul's, both errors against float64, the split the row runs and its price."""
+    row, A, B, run = _problem(p, seed)
     ref = A.double() @ B.double()
-    run = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, row, "3xtf32")  # noqa: E731
     with tf32_allowed(False):
         torch_ms = time_ms(lambda: torch.matmul(A, B))
         torch_err = relative_error(torch.matmul(A, B), ref)
@@ -149,13 +155,8 @@ SPLITS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32)
 def split_records(p, seed):
     """A narrow problem in its storage (a sweep problem's dict, or aligned rc) timed at each
     K split the row takes (`_C._testing.set_tf32x3_splits`), each with its price: the waves
-    model's price off its own choice of split, checked. One record a split, shaped as
-    sweep_problem_record's (its time at the default height)."""
-    from benchmarks.sweep import make_problem_operands
-
-    row = narrow_row(p["m"], p["n"])
-    A, B = make_problem_operands(p, "cuda", seed)
-    run = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, row, "3xtf32")  # noqa: E731
+    model's price off its own choice of split, checked. One record a split."""
+    row, A, B, run = _problem(p, seed)
     knob, records, seen = torch_vecgemm._C._testing.set_tf32x3_splits, [], set()
     try:
         for splits in SPLITS:
@@ -165,8 +166,7 @@ def split_records(p, seed):
                 continue  # past the row's most, or the same whole-K-tile slices
             seen.add(planned.split_k)
             records.append(dict(p, seed=seed, row=row, split_k=planned.split_k,
-                                predicted_ms=planned.predicted_us / 1e3,
-                                ms_by_block_rows={str(default_block_rows(p["m"], p["n"])): time_ms(run)}))
+                                predicted_ms=planned.predicted_us / 1e3, ms=time_ms(run)))
     finally:
         knob(0)
     return records
@@ -177,13 +177,6 @@ def sweep_problems():
     from benchmarks.sweep import draw_problems
 
     return [(p, seed) for seed in (0, 1) for p in draw_problems(seed, 128) if narrow_row(p["m"], p["n"])]
-
-
-def default_block_rows(m, n):
-    """The block height the launch takes for the problem's narrow side: the fewest rows of
-    BLOCK_ROWS that cover it (q_rows_for, csrc/kernels/tf32x3/sgemm_3xtf32_skinny.cu)."""
-    narrow = min(m, n)
-    return next(rows for rows in BLOCK_ROWS if narrow <= rows or rows == BLOCK_ROWS[-1])
 
 
 def with_ratios(records):
@@ -246,6 +239,13 @@ def report(records):
     return lines
 
 
+def _write(path, **measured):
+    """The measurements as JSON beside the machine and the planner's facts of this GPU."""
+    with open(path, "w") as f:
+        json.dump({"machine": machine_info(), "facts": torch_vecgemm._C._testing.device_facts(), **measured}, f,
+                  indent=1)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="write every measurement to this JSON file")
@@ -262,12 +262,10 @@ def main(argv=None):
             timed = split_records(p, seed)
             records += timed
             print(f"{p['m']}x{p['n']}x{p['k']} {p['layout']} {p['align']}: " + ", ".join(
-                f"split {r['split_k']} {list(r['ms_by_block_rows'].values())[0] * 1e3:.1f} us "
+                f"split {r['split_k']} {r['ms'] * 1e3:.1f} us "
                 f"(priced {r['predicted_ms'] * 1e3:.1f})" for r in timed))
         if args.out:
-            with open(args.out, "w") as f:
-                json.dump({"machine": machine_info(), "facts": torch_vecgemm._C._testing.device_facts(),
-                           "split_records": records}, f, indent=1)
+            _write(args.out, split_records=records)
         return
     if args.sweeps:
         records = []
@@ -279,9 +277,7 @@ def main(argv=None):
                   f"priced {r['predicted_ms'] * 1e3:.1f} us, by rows a block {heights} us, torch.matmul "
                   f"{r['torch_ms'] * 1e3:.1f} us, error {r['err'] / 2**-24:.2f} u (cuBLAS {r['torch_err'] / 2**-24:.2f} u)")
         if args.out:
-            with open(args.out, "w") as f:
-                json.dump({"machine": machine_info(), "facts": torch_vecgemm._C._testing.device_facts(),
-                           "sweep_problems": records}, f, indent=1)
+            _write(args.out, sweep_problems=records)
         return
     records = [r for m, n, k in PROBLEMS for r in measure(m, n, k)]
     print("\n".join(report(records)))
@@ -294,8 +290,7 @@ def main(argv=None):
             heights.append({"m": m, "n": n, "k": k, "ms": times})
             print(f"{m}x{n}x{k} rc, rows a block: " + ", ".join(f"{rows} {ms * 1e3:.1f} us" for rows, ms in times.items()))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump({"machine": machine_info(), "records": records, "block_rows": heights}, f, indent=1)
+        _write(args.out, records=records, block_rows=heights)
 
 
 if __name__ == "__main__":
