@@ -30,7 +30,7 @@ std::string tuning_key(const at::Tensor&, const at::Tensor&) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: nothing to tune");
 }
 void clear_tuning_cache() {}
-std::vector<RankedChoice> model_ranking(const std::string&) {
+std::vector<RankedChoice> model_ranking(const std::string&, std::optional<int>) {
   TORCH_CHECK(false, "torch_vecgemm was built without CUDA kernels: no cost model");
 }
 void set_dependent_launch(bool) {}

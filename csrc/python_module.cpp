@@ -140,9 +140,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // For the tests and probes, not for users: a view of the planner's model and a knob that
   // changes how products launch, to measure them or reach a path.
   py::module_ testing = m.def_submodule("_testing", "Knobs and views for the tests and probes.");
-  testing.def("model_ranking", &vecgemm::model_ranking, py::arg("key"),
-              "The cost model's candidates for a tuning key on the current CUDA device, fastest first: "
-              "(predicted ns, config, split-K factor, stream-K tail).");
+  testing.def("model_ranking", &vecgemm::model_ranking, py::arg("key"), py::arg("device") = py::none(),
+              "The cost model's candidates for a tuning key on a device (a recorded one too; default: the "
+              "current CUDA device), fastest first: (predicted ns, config, split-K factor, stream-K tail).");
   testing.def("set_torch_handoff", &vecgemm::set_torch_handoff, py::arg("enabled"),
               "Whether the lenient op hands IEEE plans to torch.matmul where the device profile's rule "
               "predicts it faster (on by default); off, they run on the kernels.");

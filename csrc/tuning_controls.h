@@ -3,6 +3,7 @@
 #pragma once
 #include <ATen/core/Tensor.h>
 
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -25,9 +26,10 @@ std::string tuning_key(const at::Tensor& A, const at::Tensor& B);
 void clear_tuning_cache();
 // The cost model's view of a tuning key on the current CUDA device: every candidate
 // (predicted ns, configuration name, split-K factor, stream-K tail), fastest first, as the
-// planner ranks them. For probes that set the model's predictions beside measured times.
+// planner ranks them, on `device` (a CUDA device or a recorded one; none: the current CUDA
+// device). For probes that set the model's predictions beside measured times.
 using RankedChoice = std::tuple<double, std::string, int, bool>;
-std::vector<RankedChoice> model_ranking(const std::string& key);
+std::vector<RankedChoice> model_ranking(const std::string& key, std::optional<int> device);
 
 // Measurement knob: whether the second passes (split-K reduction, stream-K fix-up) may
 // overlap the end of the kernel before them (programmatic dependent launch; on unless

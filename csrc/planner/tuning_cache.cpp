@@ -11,6 +11,7 @@
 #include "env_flags.h"
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
+#include "planner/device_profile.h"  // recorded_device
 #include "tuning_controls.h"
 
 namespace vecgemm {
@@ -78,11 +79,13 @@ void clear_tuning_cache() {
   ++g_generation;
 }
 
-std::vector<RankedChoice> model_ranking(const std::string& key) {
+std::vector<RankedChoice> model_ranking(const std::string& key, std::optional<int> device) {
   auto problem = ProblemKey::parse(key);
   TORCH_CHECK(problem.has_value(), "vecgemm: '", key, "' is not a tuning key (b<batch>_m<M>_n<N>_k<K>_<orders>_v<1|4>_d<1|4>, ",
               "as torch_vecgemm._C.tuning_key(A, B) gives)");
-  problem->device = c10::cuda::current_device();
+  TORCH_CHECK(!device || recorded_device(*device) != nullptr, "vecgemm: device ", std::to_string(device.value_or(-1)),
+              " is not a recorded device (add_recorded_device gives one; leave it out for the current CUDA device)");
+  problem->device = device ? *device : c10::cuda::current_device();
   std::vector<RankedChoice> out;
   for (const auto& [ns, choice] : ranked_choices(*problem))
     out.emplace_back(ns, kernel_config_name(choice.config), choice.splits, choice.stream_k);
