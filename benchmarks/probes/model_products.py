@@ -18,6 +18,13 @@ loses to torch in a model, and on which products first. Needs a GPU.
 With VECGEMM_AUTOTUNE=1 each product is tuned by its first timed call, torch.matmul's own
 product among the candidates, so the times are autotune's; the plans printed are the ones
 made before it (step 60: GPT-2's IEEE products 0.945x torch's a step, 1.022x under it).
+
+With --candidates N each product is also timed in IEEE fp32 on the cost model's N best
+tilings (config, K slices, stream-K) and on every stream-K one it ranks, each forced through
+the tuning cache: whether a loss is the choice's or the kernels'. The candidates run on the
+operands as the kernel would read them: where auto copies an operand into another order,
+the copy is made once beforehand and its own time printed beside (a copy that pads K is
+not made: such products are left out).
 """
 from __future__ import annotations
 
@@ -117,10 +124,60 @@ def replay(key, precisions, generator, device="cuda"):
     return row
 
 
+def kernel_operands(A, B, plan):
+    """A and B in the storage orders `plan` copies them into (the copies made here, untimed),
+    with the time of those copies in us; None where a copy also pads K."""
+    if plan.copy_a is None and plan.copy_b is None:
+        return A, B, 0.0
+    if A.shape[-1] % 16:  # auto's copies pad K to a multiple of 16 (plan.cpp, kKPadding)
+        return None
+
+    def into(t, order):
+        if order is None:
+            return t, None
+        if order == "row-major":
+            return t.contiguous(), lambda: t.contiguous()
+        return t.transpose(-1, -2).contiguous().transpose(-1, -2), lambda: t.transpose(-1, -2).contiguous()
+
+    (A2, copy_a), (B2, copy_b) = into(A, plan.copy_a), into(B, plan.copy_b)
+    copies_us = sum(time_ms(c) * 1e3 for c in (copy_a, copy_b) if c is not None)
+    return A2, B2, copies_us
+
+
+def candidates(A, B, best):
+    """The auto IEEE plan's candidates on A @ B, each forced through the tuning cache:
+    [{"tiling", "model_us", "us"}] for the cost model's `best` first tilings and every stream-K
+    one it ranks, on the operands as the plan's kernel reads them ("copies_us": the copies'
+    own time), or None where the plan's copies pad K."""
+    plan = torch_vecgemm.plan(A, B, precision="ieee")
+    made = kernel_operands(A, B, plan)
+    if made is None:
+        return None
+    A2, B2, copies_us = made
+    key = torch_vecgemm._C.tuning_key(A2, B2)
+    ranked = torch_vecgemm._C._testing.model_ranking(key)
+    chosen = [c for i, c in enumerate(ranked) if i < best or c[3]]
+    out = []
+    try:
+        for ns, config, splits, stream_k in chosen:
+            torch_vecgemm._C.clear_tuning_cache()
+            torch_vecgemm._C.add_tuning_entry(key, config, splits, stream_k=stream_k)
+            forced = torch_vecgemm.plan(A2, B2, precision="ieee")
+            if forced.copy_a is not None or forced.copy_b is not None:
+                continue  # the operands were not as the plan reads them after all
+            us = time_ms(lambda: torch_vecgemm.mm(A2, B2)) * 1e3
+            out.append({"tiling": str(forced), "model_us": ns / 1e3, "us": us})
+    finally:
+        torch_vecgemm._C.clear_tuning_cache()
+    return {"copies_us": copies_us, "candidates": sorted(out, key=lambda c: c["us"])}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="gpt2-small", help="a model of benchmarks/models.json")
     ap.add_argument("--precision", default="ieee,3xtf32", help="the switch's precisions, comma-separated")
+    ap.add_argument("--candidates", type=int, default=0, metavar="N",
+                    help="also time the cost model's N best IEEE tilings (and its stream-K ones) on each product")
     ap.add_argument("--out", help="write the products and totals to this JSON file")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
@@ -133,6 +190,9 @@ def main(argv=None):
     for key, calls in sorted(counts.items(), key=lambda kv: str(kv[0])):
         row = replay(key, precisions, generator)
         row["calls"] = calls
+        if args.candidates:
+            A, B = (operand(r, generator) for r in key[1][-2:])
+            row["candidates"] = candidates(A, B, args.candidates)
         totals["torch"] += calls * row["torch_us"]
         for p in precisions:
             totals[p] += calls * row[p]["us"]
@@ -147,6 +207,16 @@ def main(argv=None):
             kernels = f" (on the kernels {q['kernels_us']:.1f} us: {q['kernels_plan']})" if "kernels_us" in q else ""
             print(f"{row['product']:44s} {row['calls']:5d} {row['torch_us']:9.1f} {q['us']:9.1f} {q['x_torch']:7.3f} "
                   f"{q['step_us_over_torch']:+8.0f}  {q['plan']}{kernels}")
+    if args.candidates:
+        print(f"\n== {args.model}, IEEE candidates forced (operands as the kernel reads them; copies apart)")
+        for row in rows:
+            found = row["candidates"]
+            if found is None:
+                print(f"{row['product']:44s} its copies pad K: not timed")
+                continue
+            print(f"{row['product']:44s} torch {row['torch_us']:.1f} us, copies {found['copies_us']:.1f} us")
+            for c in found["candidates"]:
+                print(f"    {c['us']:9.1f} us {row['torch_us'] / c['us']:6.3f}x  model {c['model_us']:8.1f} us  {c['tiling']}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"model": args.model, "products": rows, "totals_us": dict(totals)}, f, indent=1)
