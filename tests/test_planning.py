@@ -223,18 +223,20 @@ def tail_problem(rng, variant, grid, k=64, batch=None):
     return aligned_operand(rng, m, k, "c", batch), aligned_operand(rng, k, n, "r", batch)
 
 
-def test_stream_k_only_on_a_partial_wave(rng, clean_tuning):
-    # The tail asked for through the cache runs only where the tiles fill whole waves of
-    # the device's resident blocks and part of one more, unbatched and unsplit.
+def test_stream_k_wherever_the_last_wave_is_partial(rng, clean_tuning):
+    # The tail asked for through the cache runs wherever the tiles leave the last wave of
+    # the device's resident blocks partial, after whole waves or alone, unbatched and
+    # unsplit.
     variant = STREAM_K_TILING
     slots = torch_vecgemm._C._testing.resident_blocks(variant)
     few = whole_waves_grid(slots // 2, 1) if slots > 1 else (1, 1)
     cases = [  # grid, batch, splits, tail
         (tail_grid(slots, 1, 0.1), None, 1, True),
         (tail_grid(slots, 2, 0.5), None, 1, True),
+        (tail_grid(slots, 0, 0.7), None, 1, True),  # one partial wave alone
+        (few, None, 1, slots > 1),  # half a wave
         (whole_waves_grid(slots, 1), None, 1, False),  # whole waves only
         (whole_waves_grid(slots, 2), None, 1, False),
-        (few, None, 1, False),  # less than one wave
         (tail_grid(slots, 1, 0.1), 2, 1, False),  # batched
         (tail_grid(slots, 1, 0.1), None, 2, False),  # split
     ]

@@ -154,11 +154,10 @@ def test_planning_tunes_nothing(rng, clean_tuning):
 @gpu
 @pytest.mark.parametrize("stream_k", [True, False])
 def test_stream_k_from_the_cache(stream_k, rng, clean_tuning):
-    # A cached choice decides the tail, either way, under the auto variant; asked for where
-    # the problem has no whole wave, the tiling runs without it. The shapes come from the
-    # device's resident blocks: two whole waves and a partial one (on the H200: 3000^2 x 520,
-    # its K padded by a copy), one whole wave and a partial one (2050^2 x 251), less than
-    # one wave (1024^2 x 200).
+    # A cached choice decides the tail, either way, under the auto variant, also where the
+    # problem has no whole wave. The shapes come from the device's resident blocks: two
+    # whole waves and a partial one (on the H200: 3000^2 x 520, its K padded by a copy), one
+    # whole wave and a partial one (2050^2 x 251), less than one wave (1024^2 x 200).
     config = STREAM_K_TILING
     bm, bn, _ = block_tile(config)
     slots = torch_vecgemm._C._testing.resident_blocks(config)
@@ -167,7 +166,7 @@ def test_stream_k_from_the_cache(stream_k, rng, clean_tuning):
     cases = [
         (bm * tm2 - 72, bn * tn2 - 72, 520, stream_k),
         (bm * tm1 - 126, bn * tn1 - 126, 251, stream_k),
-        (bm * few, bn * few, 200, False),
+        (bm * few, bn * few, 200, stream_k),
     ]
     for m, n, k, tail in cases:
         A, B, C = aligned_operand(rng, m, k, "c"), aligned_operand(rng, k, n, "r"), randn(rng, m, n)

@@ -183,7 +183,7 @@ std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config) {
   const int64_t tiles = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn);
   const int64_t slots = int64_t(sm_count(key.device)) * blocks_per_sm(config, key.la, key.lb, key.vec4, key.device);
   const int64_t whole = tiles / slots, tail = tiles % slots;
-  if (whole == 0 || tail == 0) return std::nullopt;
+  if (tail == 0) return std::nullopt;
   return StreamK{int(whole * slots), int(tail), int(ceil_div(key.k, t.bk)), int(slots)};
 }
 

@@ -53,7 +53,8 @@ int64_t ceil_div(int64_t a, int64_t b);
 int slice_for(int k, int splits, int bk);
 
 // The stream-K tail's schedule for this config (sgemm_stream_k.cuh), or none: the config
-// has no tail, the problem is batched, or its tiles fill no whole wave or leave no partial one.
+// has no tail, the problem is batched, or its tiles leave no partial last wave (after whole
+// waves or alone: a lone partial wave is all tail).
 std::optional<StreamK> stream_k_schedule(const ProblemKey& key, int config);
 
 // The split-K factors the model considers; a tuned choice must be one of its range.
