@@ -72,7 +72,13 @@ double block_times(const ProblemKey& key, int config, int64_t real_splits, int s
 // block_times under the stream-K schedule: the whole waves, then the tail's work spread over
 // every slot at the profile's stream_k_cost, its fixed cost (two launches more), and the
 // fix-up's traffic: every block boundary splits a tile, so about tail + slots pieces, each a
-// partial tile written and read back, and the tail's tiles of D written.
+// partial tile written and read back, and the tail's tiles of D written. The tail gets the
+// edge tiles (sgemm_stream_k.cuh): where a register-staged kernel runs them on its checked
+// loop, the blocks holding their pieces take checked_loop times as long as the others for
+// the same K steps, and set the tail's end. stream_k_cost was fitted on tails after whole
+// waves, edge tiles among them (3001 x 2999 and the model shapes, step 21); a partial wave
+// alone is priced for them here (1075 x 2976 x 5376 cr, 32 edge tiles of 216: 0.74x
+// torch.matmul on an H100 where the model said 0.9x; docs/history.md, step 64).
 double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk) {
   const Tiling& t = tiling_of(config);
   const DeviceProfile& profile = profile_of(key.device);
@@ -80,7 +86,11 @@ double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk
   const double fixup_ns = 4.0 * t.bm * t.bn * double(2 * (sk.tiles + sk.blocks) + sk.tiles) / profile.bytes_per_ns;
   const double block_ns = double(t.bm) * t.bn * key.k / profile.macs_per_ns_per_sm;
   const double fixed_ns = 4 * profile.launch_ns;
-  return double(sk.first_tile) / sk.blocks * occ + double(sk.tiles) / sk.blocks * occ * profile.stream_k_cost +
+  const bool checked_edges = sk.first_tile == 0 &&
+                             kKernelConfigs[config].mainloop.family == MainloopFamily::RegisterStaged &&
+                             (key.m % t.bm != 0 || key.n % t.bn != 0);
+  return double(sk.first_tile) / sk.blocks * occ +
+         double(sk.tiles) / sk.blocks * occ * profile.stream_k_cost * (checked_edges ? profile.checked_loop : 1.0) +
          (fixup_ns + fixed_ns) / block_ns;
 }
 
@@ -94,13 +104,20 @@ int tiles_in_flight(int config) {
 // for its tile's loads unless the pipeline keeps the next ones in flight (stages - 1 tiles
 // for cp.async, one for register staging), and an SM runs its blocks in rounds of occ.
 // Small and deep-K problems, with few blocks a SM, are bound by this, not by throughput.
-double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int slice) {
+// Under a stream-K schedule the whole waves' blocks run every K step of a tile, one round a
+// wave, and then each tail block its share of the tail's steps.
+double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int slice, const StreamK* sk) {
   const Tiling& t = tiling_of(config);
-  const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
-  const int64_t rounds =
-      ceil_div(ceil_div(blocks, sm_count(key.device)), blocks_per_sm(config, key.la, key.lb, key.vec4, key.device));
-  return double(rounds) * double(ceil_div(slice, t.bk)) * profile_of(key.device).k_step_latency_ns /
-         tiles_in_flight(config);
+  double steps;
+  if (sk != nullptr) {
+    steps = double(sk->first_tile / sk->blocks) * sk->iters + double(ceil_div(int64_t(sk->tiles) * sk->iters, sk->blocks));
+  } else {
+    const int64_t blocks = ceil_div(key.m, t.bm) * ceil_div(key.n, t.bn) * key.batch * real_splits;
+    const int64_t rounds =
+        ceil_div(ceil_div(blocks, sm_count(key.device)), blocks_per_sm(config, key.la, key.lb, key.vec4, key.device));
+    steps = double(rounds) * double(ceil_div(slice, t.bk));
+  }
+  return steps * profile_of(key.device).k_step_latency_ns / tiles_in_flight(config);
 }
 
 // Estimated nanoseconds: the waves of blocks (block_times, or stream_k_block_times under a
@@ -128,7 +145,7 @@ double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk
   const double compute = waves * t.bm * t.bn * slice / (profile.macs_per_ns_per_sm * eff);
   const double mn = double(key.batch) * key.m * key.n;
   const double operands = 4.0 * (double(key.batch) * (double(key.m) * key.k + double(key.k) * key.n) + mn);
-  double ns = std::max({compute, operands / profile.bytes_per_ns, latency_ns(key, config, real_splits, slice)}) +
+  double ns = std::max({compute, operands / profile.bytes_per_ns, latency_ns(key, config, real_splits, slice, sk)}) +
               profile.launch_ns;
   if (real_splits > 1) {
     // The reduction: its traffic, or, for a small output, the round trips of its reads.

@@ -1,13 +1,13 @@
-// The stream-K tail (docs/performance.md). A problem whose tiles fill w whole waves
+// The stream-K tail (docs/performance.md). A problem whose tiles fill w >= 0 whole waves
 // of the GPU's resident blocks and then part of one more runs the whole waves with
-// sgemm_tiled (a grid of w waves), and the R tiles of the partial wave with this kernel:
-// one block per resident slot, each a contiguous range of those tiles' K iterations
-// (StreamK, gemm_params.h), so that every block has the same work instead of R blocks a
-// whole tile and the rest none. With fewer iterations a block than a tile has, a block runs
-// at most two pieces: the end of one tile and the start of the next. Each piece's partial
-// tile goes to the workspace, and stream_k_fixup.cu adds each tile's pieces in block order
-// (the same order every run) and applies alpha, beta and C. All three take the tiles in
-// the raster order with the edge tiles last, so that the tail gets them.
+// sgemm_tiled (a grid of w waves; none for w = 0), and the R tiles of the partial wave
+// with this kernel: one block per resident slot, each a contiguous range of those tiles' K
+// iterations (StreamK, gemm_params.h), so that every block has the same work instead of R
+// blocks a whole tile and the rest none. With fewer iterations a block than a tile has, a
+// block runs at most two pieces: the end of one tile and the start of the next. Each
+// piece's partial tile goes to the workspace, and stream_k_fixup.cu adds each tile's pieces
+// in block order (the same order every run) and applies alpha, beta and C. All three take
+// the tiles in the raster order with the edge tiles last, so that the tail gets them.
 #pragma once
 #include "kernels/simt/sgemm_tiled.cuh"
 
