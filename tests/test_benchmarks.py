@@ -481,3 +481,23 @@ def test_model_products_records_a_training_steps_products_and_rebuilds_their_lay
     row = replay(key, ["ieee"], generator, device="cpu")
     assert row["product"] == "addmm 256x64x32 rc" and row["torch_us"] > 0 and row["ieee"]["us"] > 0
     assert row["ieee"]["plan"].startswith("fallback")
+
+
+def test_model_products_candidates_read_the_operands_as_the_plans_copies_leave_them():
+    """--candidates times a product's tilings on the operands as the plan's kernel reads
+    them: copied beforehand into the orders the plan copies them into (same values), with
+    the copies' own time beside; a plan whose copies pad K leaves the product out."""
+    from types import SimpleNamespace
+
+    from benchmarks.probes.model_products import kernel_operands
+
+    generator = torch.Generator().manual_seed(0)
+    A, B = torch.randn(48, 32, generator=generator), torch.randn(32, 40, generator=generator).t().contiguous().t()
+    none = SimpleNamespace(copy_a=None, copy_b=None)
+    assert kernel_operands(A, B, none) == (A, B, 0.0)
+    both = SimpleNamespace(copy_a="column-major", copy_b="row-major")
+    A2, B2, copies_us = kernel_operands(A, B, both)
+    assert A2.stride() == (1, 48) and B2.stride() == (40, 1) and copies_us > 0
+    assert torch.equal(A2, A) and torch.equal(B2, B)
+    padded_k = torch.randn(48, 30, generator=generator), torch.randn(30, 40, generator=generator)
+    assert kernel_operands(*padded_k, both) is None

@@ -360,3 +360,35 @@ def _aligned(record, operand):
     order = record["layout"][0 if operand == "A" else 1]
     line = record[rows_of[1]] if order == "r" else record[rows_of[0]]
     return line % 4 == 0
+
+
+def test_a_lone_partial_wave_runs_as_the_stream_k_tail_where_priced_faster(h200_like):
+    """Fewer tiles than resident blocks can all be the stream-K tail, every block an equal
+    share of their K steps (GPT-2's weight gradients, K 4096 over 36 to 144 t816 tiles of
+    264 slots: 1.06x torch.matmul on an H100, where their split plans ran 0.82-0.93x;
+    docs/history.md, step 64). A tail block's latency floor is its share of K, not all of
+    it. Where the tiles have edges, which the register-staged kernel runs on its checked
+    loop, the blocks holding their pieces set the tail's end, and a split plan stays."""
+    t816 = "tiled_128x128x8_t816"
+    for m, n in ((768, 768), (2304, 768), (768, 3072)):
+        p = plan(h200_like, m, n, 4096, "cr")
+        assert (p["kernel"], p["split_k"], p["stream_k"]) == (t816, 1, True), (m, n, p)
+    edged = plan(h200_like, 1075, 2976, 5376, "cr")
+    assert not edged["stream_k"], edged
+    ranking = _testing.model_ranking("b1_m768_n768_k4096_cr_v4_d4", h200_like)
+    assert ranking[0][1:] == (t816, 1, True), ranking[:3]
+    assert [r[0] for r in ranking] == sorted(r[0] for r in ranking)
+    # 36 tiles of 512 K steps over 264 blocks: 70 steps a block at 520 ns, under the work.
+    assert ranking[0][0] < 512 * 520.0, ranking[0]
+    edged_ranking = _testing.model_ranking("b1_m1075_n2976_k5376_cr_v4_d4", h200_like)
+    assert not edged_ranking[0][3], edged_ranking[:3]
+    assert any(r[1:] == (t816, 1, True) for r in edged_ranking)  # ranked, not first
+
+
+def test_the_model_ranks_a_key_on_a_recorded_device_only(h200_like):
+    """model_ranking's device is a recorded one (a CUDA device is the default's, the
+    current one): an index of neither is refused with a message."""
+    assert _testing.model_ranking("b1_m64_n64_k64_rr_v4_d4", h200_like)
+    for device in (0, h200_like + 1000):
+        with pytest.raises(RuntimeError, match="recorded device"):
+            _testing.model_ranking("b1_m64_n64_k64_rr_v4_d4", device)
