@@ -60,7 +60,7 @@ def main(argv=None):
         return 1 if failures else 0
 
     # The stream-K tail (sgemm_stream_k.cuh): 289 t816 tiles on 264 slots, edge tiles in M
-    # and N, K not a multiple of BK, rows of D not 16-byte aligned. One storage order in the
+    # and N, K not a multiple of BK, rows of D not 16-byte aligned; then a partial wave alone. One storage order in the
     # full sample (racecheck is slow on large problems), all four with --stream-k-only.
     for layout in ("rr", "rc", "cr", "cc") if stream_k_only else () if args.variants else ("cr",):
         A, B = operand(2050, 251, layout[0], "padded"), operand(251, 2050, layout[1], "padded")
@@ -70,6 +70,18 @@ def main(argv=None):
         A64, B64, C64 = A.double(), B.double(), C.double()
         check(f"{described} 2050x2050x251 {layout}", torch.ops.vecgemm.sgemm(A, B, C, 1.5, -0.5, "tiled_128x128x8_t816"),
               1.5 * A64 @ B64 - 0.5 * C64, 1.5 * A64.abs() @ B64.abs() + 0.5 * C64.abs())
+        # A partial wave alone as the tail (64 tiles, no whole-wave grid), through the
+        # tuning cache: every tile in pieces, edge tiles, a ragged K.
+        A, B = operand(1000, 300, layout[0], "padded"), operand(300, 900, layout[1], "padded")
+        C = torch.randn(1000, 900, device="cuda")
+        torch_vecgemm._C.clear_tuning_cache()
+        torch_vecgemm._C.add_tuning_entry(torch_vecgemm._C.tuning_key(A, B), "tiled_128x128x8_t816", 1, stream_k=True)
+        described = torch_vecgemm.selected_kernel(A, B)
+        assert "stream-K tail" in described, described
+        A64, B64, C64 = A.double(), B.double(), C.double()
+        check(f"{described} 1000x900x300 {layout}", torch.ops.vecgemm.sgemm(A, B, C, 1.5, -0.5),
+              1.5 * A64 @ B64 - 0.5 * C64, 1.5 * A64.abs() @ B64.abs() + 0.5 * C64.abs())
+        torch_vecgemm._C.clear_tuning_cache()
     if stream_k_only:
         return summary()
     variants = [v for v in torch_vecgemm.variants() if args.variants is None or re.search(args.variants, v)]
