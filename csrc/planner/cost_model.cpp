@@ -76,9 +76,9 @@ double block_times(const ProblemKey& key, int config, int64_t real_splits, int s
 // edge tiles (sgemm_stream_k.cuh): where a register-staged kernel runs them on its checked
 // loop, the blocks holding their pieces take checked_loop times as long as the others for
 // the same K steps, and set the tail's end. stream_k_cost was fitted on tails after whole
-// waves, edge tiles among them (3001 x 2999 and the model shapes, step 21); a partial wave
-// alone is priced for them here (1075 x 2976 x 5376 cr, 32 edge tiles of 216: 0.74x
-// torch.matmul on an H100 where the model said 0.9x; docs/history.md, step 64).
+// waves, 3001 x 2999 x 1531's edge tiles among them (docs/history.md, step 21); a partial
+// wave alone is priced for them here (1075 x 2976 x 5376 cr, 32 edge tiles of 216: 0.74x
+// torch.matmul on an H100 where the model said 0.9x; step 64).
 double stream_k_block_times(const ProblemKey& key, int config, const StreamK& sk) {
   const Tiling& t = tiling_of(config);
   const DeviceProfile& profile = profile_of(key.device);
