@@ -102,9 +102,10 @@ def describe(op, records):
 
 def replay(key, precisions, generator, device="cuda"):
     """One recorded product timed as torch runs it and under the switch in each precision:
-    {"product", "torch_us", precision: {"plan", "us", "x_torch"}}; a product the switch
-    hands to torch is timed on the kernels' own plan too ("kernels_plan", "kernels_us"),
-    the data the hand-off rule is fitted on."""
+    {"product", "torch_us", precision: {"plan", "model_us", "us", "x_torch"}} (model_us: the
+    cost model's time for the plan, None where it has none); a product the switch hands to
+    torch is timed on the kernels' own plan too ("kernels_plan", "kernels_model_us",
+    "kernels_us"), the data the hand-off rule is fitted on."""
     op, records, kwargs = key
     func = getattr(aten, op).default
     args = [operand(r, generator, device) if r[0] == "tensor" else r[1] for r in records]
@@ -116,10 +117,12 @@ def replay(key, precisions, generator, device="cuda"):
         plan = torch_vecgemm.plan(A, B, precision=precision)
         with torch_vecgemm.enable(precision):
             us = time_ms(lambda: func(*args, **kwargs)) * 1e3
-        row[precision] = {"plan": str(plan), "us": us, "x_torch": row["torch_us"] / us}
+        row[precision] = {"plan": str(plan), "model_us": plan.predicted_us, "us": us, "x_torch": row["torch_us"] / us}
         if plan.family == "torch":
             with torch_handoff(False), torch_vecgemm.enable(precision):
-                row[precision]["kernels_plan"] = str(torch_vecgemm.plan(A, B, precision=precision))
+                kernels = torch_vecgemm.plan(A, B, precision=precision)
+                row[precision]["kernels_plan"] = str(kernels)
+                row[precision]["kernels_model_us"] = kernels.predicted_us
                 row[precision]["kernels_us"] = time_ms(lambda: func(*args, **kwargs)) * 1e3
     return row
 
