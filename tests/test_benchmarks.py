@@ -333,6 +333,33 @@ def test_torch_handoff_fit_reads_the_kernels_times_of_handed_problems(tmp_path, 
     assert list(section["configs"].values()) == [-1.0, -2.0, -3.0, -4.0]
 
 
+def test_torch_handoff_fit_checks_the_rule_on_a_models_products():
+    """model_products' IEEE rows read as sweep rows on the kernels (a handed product by its
+    kernels' plan, model time and time), each with its calls a step; the step's products
+    against torch's with the products the rule predicts slower handed at torch's time times
+    the cost. Rows written before model_products kept the model's time are refused."""
+    from benchmarks.probes.torch_handoff_fit import product_rows, step_outcome
+
+    kept = {"product": "mm 4096x768x3072 rr", "calls": 12, "torch_us": 400.0,
+            "ieee": {"plan": "async_64x64x8_t84_s4 split-k 2", "model_us": 350.0, "us": 500.0}}
+    handed = {"product": "bmm 4x64x64x64 rc", "calls": 2, "torch_us": 10.0,
+              "ieee": {"plan": "torch fp32 (predicted faster)", "model_us": None, "us": 10.1,
+                       "kernels_plan": "async_32x32x16_t44_s4", "kernels_model_us": 6.0, "kernels_us": 12.0}}
+    rows = product_rows({"model": "m", "products": [kept, handed]})
+    assert [(r["batch"], r["m"], r["n"], r["k"], r["family"], r["calls"]) for r in rows] == [
+        (1, 4096, 768, 3072, "async", 12), (4, 64, 64, 64, "async", 2)]
+    assert (rows[0]["model_ms"], rows[0]["ours_ms"], rows[1]["model_ms"], rows[1]["ours_ms"]) == (0.35, 0.5, 0.006, 0.012)
+    assert rows[1]["plan"] == "async_32x32x16_t44_s4" and rows[0]["torch_ms"] == 0.4
+    none = step_outcome(rows, [None, None], 0.0, 1.0)
+    assert none["handed"] == 0 and none["x_torch"] == pytest.approx((12 * 0.4 + 2 * 0.01) / (12 * 0.5 + 2 * 0.012))
+    first = step_outcome(rows, [0.2, -0.1], 0.0, 1.1)
+    assert first["handed"] == 1 and first["x_torch"] == pytest.approx((12 * 0.4 + 2 * 0.01) / (12 * 0.44 + 2 * 0.012))
+    assert step_outcome(rows, [0.2, -0.1], 0.5, 1.1)["handed"] == 0  # log(1.5) > 0.2
+    old = {"product": "mm 8x8x8 rr", "calls": 1, "torch_us": 1.0, "ieee": {"plan": "gemv", "us": 1.0}}
+    with pytest.raises(SystemExit, match="no model times"):
+        product_rows({"model": "m", "products": [old]})
+
+
 def test_precision_run_needs_a_gpu():
     if torch.cuda.is_available():
         pytest.skip("there is a GPU here: test_precision_run_on_the_gpu runs instead")

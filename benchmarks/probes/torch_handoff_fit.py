@@ -13,6 +13,11 @@ time times ``--handoff-cost`` (the wrapper's host time shows in tiny problems' t
 
     python -m benchmarks.probes.torch_handoff_fit --fit sweep --check sweep_seed1
 
+With --products, also what the fitted rule would make of a model's training products, as
+`benchmarks.probes.model_products --precision ieee --out FILE.json` timed them (each product
+on the kernels and torch.matmul's, the model's time beside): products handed, and the
+step's products against torch's, calls counted.
+
 No GPU: the records hold the times; the plan text and the model's time are in each row.
 """
 from __future__ import annotations
@@ -124,6 +129,45 @@ def load(name: str, gpu: str = "h200") -> list[dict]:
     return rows
 
 
+def product_rows(doc: dict) -> list[dict]:
+    """A model_products JSON's IEEE products as sweep rows on the kernels (m, n, k, batch,
+    plan, family, model_ms, ours_ms, torch_ms) with their calls a step; a handed product by
+    its kernels' plan and time. Products without the model's time (files written before
+    model_products kept it) are refused."""
+    rows = []
+    for product in doc["products"]:
+        ieee = product.get("ieee")
+        if ieee is None:
+            raise SystemExit(f"{doc.get('model')}: no IEEE times (model_products --precision ieee)")
+        handed = "kernels_us" in ieee
+        model_us = ieee.get("kernels_model_us" if handed else "model_us", "missing")
+        if model_us == "missing":
+            raise SystemExit(f"{doc.get('model')}: no model times; run model_products again")
+        dims = [int(d) for d in product["product"].split()[1].split("x")]
+        batch, (m, n, k) = (dims[0] if len(dims) == 4 else 1), dims[-3:]
+        plan = ieee["kernels_plan"] if handed else ieee["plan"]
+        rows.append(dict(m=m, n=n, k=k, batch=batch, plan=plan, family=plan.split("_")[0],
+                         model_ms=None if model_us is None else model_us / 1e3,
+                         ours_ms=(ieee["kernels_us"] if handed else ieee["us"]) / 1e3,
+                         torch_ms=product["torch_us"] / 1e3, calls=product["calls"]))
+    return rows
+
+
+def step_outcome(rows: Sequence[dict], predicted: Sequence[float | None], margin: float,
+                 handoff_cost: float) -> dict:
+    """A model's step with every product predicted above log(1 + margin) handed to torch:
+    products handed, and torch's products' time a step over theirs (calls counted)."""
+    threshold = math.log1p(margin)
+    ours = torch = 0.0
+    handed = 0
+    for row, p in zip(rows, predicted):
+        hand = p is not None and p > threshold
+        handed += hand
+        ours += row["calls"] * (row["torch_ms"] * handoff_cost if hand else row["ours_ms"])
+        torch += row["calls"] * row["torch_ms"]
+    return dict(handed=handed, x_torch=torch / ours)
+
+
 def profile_section(weights: np.ndarray) -> dict:
     """The weights as the device profile's torch_handoff section (DeviceProfile::TorchHandoff)."""
     shared = dict(zip(SHARED_TERMS, (round(float(w), 4) for w in weights[:len(SHARED_TERMS)])))
@@ -139,6 +183,8 @@ def main(argv=None) -> None:
     parser.add_argument("--margins", type=float, nargs="+", default=[0.0, 0.02, 0.04])
     parser.add_argument("--handoff-cost", type=float, default=1.005,
                         help="a handed problem's time over torch's own (default 1.005)")
+    parser.add_argument("--products", nargs="*", default=[], metavar="FILE.json",
+                        help="model_products --precision ieee outputs to check the rule on")
     args = parser.parse_args(argv)
     fitted = load(args.fit, args.gpu)
     weights = fit(fitted)
@@ -153,6 +199,15 @@ def main(argv=None) -> None:
             o = outcome(rows, predicted, margin, args.handoff_cost)
             print(f"{name:<16} {margin:>6.2f} {o['handed']:>6} {o['geomean']:>8.3f} {o['lowest']:>7.2f} "
                   f"{o['below_0_97']:>6}")
+    for path in args.products:
+        with open(path) as f:
+            doc = json.load(f)
+        rows = product_rows(doc)
+        kept = step_outcome(rows, [None] * len(rows), 0.0, args.handoff_cost)
+        print(f"{doc.get('model', path)}: {len(rows)} products, on the kernels {kept['x_torch']:.3f}x torch's a step")
+        for margin in args.margins:
+            o = step_outcome(rows, predictions(rows, weights), margin, args.handoff_cost)
+            print(f"  margin {margin:.2f}: {o['handed']} handed, {o['x_torch']:.3f}x torch's a step")
 
 
 if __name__ == "__main__":
