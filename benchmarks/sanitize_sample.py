@@ -60,8 +60,9 @@ def main(argv=None):
         return 1 if failures else 0
 
     # The stream-K tail (sgemm_stream_k.cuh): 289 t816 tiles on 264 slots, edge tiles in M
-    # and N, K not a multiple of BK, rows of D not 16-byte aligned; then a partial wave alone. One storage order in the
-    # full sample (racecheck is slow on large problems), all four with --stream-k-only.
+    # and N, K not a multiple of BK, rows of D not 16-byte aligned; then a partial wave
+    # alone. One storage order in the full sample (racecheck is slow on large problems),
+    # all four with --stream-k-only.
     for layout in ("rr", "rc", "cr", "cc") if stream_k_only else () if args.variants else ("cr",):
         A, B = operand(2050, 251, layout[0], "padded"), operand(251, 2050, layout[1], "padded")
         C = torch.randn(2050, 2050, device="cuda")

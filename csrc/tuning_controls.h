@@ -24,10 +24,10 @@ void add_tuning_entry(const std::string& key, const std::string& config, int spl
 // multiplies, after its copies; D freshly allocated).
 std::string tuning_key(const at::Tensor& A, const at::Tensor& B);
 void clear_tuning_cache();
-// The cost model's view of a tuning key on the current CUDA device: every candidate
-// (predicted ns, configuration name, split-K factor, stream-K tail), fastest first, as the
-// planner ranks them, on `device` (a CUDA device or a recorded one; none: the current CUDA
-// device). For probes that set the model's predictions beside measured times.
+// The cost model's view of a tuning key: every candidate (predicted ns, configuration name,
+// split-K factor, stream-K tail), fastest first, as the planner ranks them on `device`, a
+// recorded device (none: the current CUDA device). For probes that set the model's
+// predictions beside measured times, and for tests on recorded facts.
 using RankedChoice = std::tuple<double, std::string, int, bool>;
 std::vector<RankedChoice> model_ranking(const std::string& key, std::optional<int> device);
 

@@ -136,11 +136,12 @@ def kernel_operands(A, B, plan):
         return None
 
     def into(t, order):
+        """(t in `order`, the copy that makes it) or (t, None) where it is not copied."""
         if order is None:
             return t, None
-        if order == "row-major":
-            return t.contiguous(), lambda: t.contiguous()
-        return t.transpose(-1, -2).contiguous().transpose(-1, -2), lambda: t.transpose(-1, -2).contiguous()
+        row_major = order == "row-major"
+        copy = t.contiguous if row_major else (lambda: t.transpose(-1, -2).contiguous())
+        return (copy() if row_major else copy().transpose(-1, -2)), copy
 
     (A2, copy_a), (B2, copy_b) = into(A, plan.copy_a), into(B, plan.copy_b)
     copies_us = sum(time_ms(c) * 1e3 for c in (copy_a, copy_b) if c is not None)
