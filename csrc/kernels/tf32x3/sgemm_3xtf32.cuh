@@ -26,6 +26,25 @@
 //    the sum over the K of interest, and its 64 FADDs a thread come once per 192 HMMA.
 // Predicted relative Frobenius error, with the split's ~2 u: 1000^3 randn ~4.5 u (2.7e-7,
 // cuBLAS 5.7e-7), 64x64x4096 ~5.3 u (3.2e-7, cuBLAS 2e-7: cuBLAS splits that K).
+// The truncations' loss restored. A truncation drops the accumulator's bits below its ulp,
+// about 0.8 u of its magnitude on average (beta: measured below), and always toward zero,
+// so within a tile the losses add up in the direction of the tile sum: where the
+// accumulator grows evenly, the MMA that leaves it at a fraction f of the tile sum loses
+// ~beta f of it. In this kernel's order (below) the full-size truncations of a K step s = 1..4
+// come at (s - 1) / 4, (s - 1) / 4 and s / 4 (two small MMAs, then the big one): 5.5 beta
+// ~ 4.4 u of the tile sum; in the wgmma kernel's, its 4 big wgmma at 1/4 .. 1: 2.5 beta ~ 2 u.
+// So the tile sum is added as acc (1 + 2^-22) here and acc (1 + 2^-23) there (add_tile:
+// an FFMA where an FADD was, nothing more to issue), which gives back the loss on average.
+// Measured on an H100, relative Frobenius error (docs/history.md, step 65): uniform [0, 1)
+// inputs, whose losses all fall one way, 3.7 -> 1.0 u here (cuBLAS 1.1 u at 257x129x1000)
+// and 2.2 -> 0.8 u on wgmma; randn 4.2 -> 3.0 u and 2.5 -> 2.1 u (cuBLAS 3.0 u); beta is
+// what the uniform figures give, with the tile sums' losses 2.5 beta and the rest of the
+// error fixed (4 K steps a sum: 2.2 u, 2 K steps: 1.4 u). The cost falls on sums that
+// nothing truncated: the restoration is then an error of its own, up to 2^-22 of a tile
+// sum, so results fp32 gives exactly (small integers: 256^3 in -8..8) are off by ~2-4 u
+// (Frobenius) where they were exact, and a sum that one product dominates (exponents
+// -60..60) by up to 3.7 u against 1.9 u; both within the representation bound the tests
+// hold 3xTF32 to (3x cuBLAS's error + 5 u).
 // The short accumulator doubles the accumulator registers, so a warp computes 64 x 32
 // (64 + 64 registers, as many as one 64 x 64 accumulator took).
 // Order of the products: each K step adds a_small b_big and a_big b_small before a_big
@@ -248,6 +267,17 @@ __device__ __forceinline__ float round_tf32(float x) {
   return __uint_as_float((__float_as_uint(x) + 0x1000u) & 0xffffe000u);
 }
 
+// sum + acc * (1 + kUlps 2^-23): a tile's short accumulator into the tile sums, with the
+// loss of its truncations given back on average (the header's "The truncations' loss
+// restored"). One FFMA, rounded once, as the FADD it replaces.
+template <int kUlps>
+__device__ __forceinline__ float add_tile(float sum, float acc) {
+  static_assert(kUlps >= 0 && kUlps <= 4, "a restoration of a few ulps");
+  return fmaf(acc, 1.0f + float(kUlps) * 0x1p-23f, sum);
+}
+// This kernel's: 5.5 full-size truncations a tile (the header), 2^-22.
+constexpr int kMmaSyncRestoreUlps = 2;
+
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
 // D = A * B + C for one m16n8k8 tile, or D = A * B (kZero: C is the zero register, so
 // restarting the short accumulator costs no instruction). The MMA reads the top 19 bits
@@ -394,7 +424,7 @@ __device__ __forceinline__ void k_tile(const float* as, const float* bs, const i
 #pragma unroll
       for (int j = 0; j < kN; ++j)
 #pragma unroll
-        for (int c = 0; c < 4; ++c) sum[i][j][c] += acc[i][j][c];
+        for (int c = 0; c < 4; ++c) sum[i][j][c] = add_tile<kMmaSyncRestoreUlps>(sum[i][j][c], acc[i][j][c]);
   }
 }
 

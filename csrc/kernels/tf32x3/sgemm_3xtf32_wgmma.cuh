@@ -43,9 +43,10 @@
 //     fragments split in registers once) has 10. The parts are all at hand (in shared
 //     memory, or a K tile's A fragments in registers), so the order costs no instruction.
 //     It then waits for them (wait_group 0), frees the stage and adds the short accumulator
-//     into the tile sum with 64 FADDs. The wait leaves its warpgroup idle for the FADDs, but
-//     the other consumer's 12 wgmma (~770 clocks of tensor work) are queued by then: the
-//     two warpgroups alternate on the tensor cores (the ping-pong FlashAttention-3 uses),
+//     into the tile sum with 64 FFMAs, which give back its 4 truncations' loss on average
+//     (kWgmmaRestoreUlps; sgemm_3xtf32.cuh, "The truncations' loss restored"). The wait
+//     leaves its warpgroup idle for the FFMAs, but the other consumer's 12 wgmma (~770
+//     clocks of tensor work) are queued by then: the two warpgroups alternate on the tensor cores (the ping-pong FlashAttention-3 uses),
 //     so no second short accumulator is needed. A consumer holds 128 accumulator registers,
 //     and with A's fragments 32 more: the 168 a thread that 384 threads get (one block an
 //     SM) hold the first (ptxas: 144-146), not both, so those instances move registers from
@@ -112,6 +113,9 @@ constexpr int kMaxStages = Stages<true>::kCount;
 constexpr int kSmemBytes = kPipelineBytes + 1024 + 3 * kMaxStages * 8;
 // The producer warpgroup's warps 1-3 split B's fp32 tiles (warp 0's first lane issues the TMA).
 constexpr int kSplitterThreads = 96;
+// The tile sums' restoration: 4 full-size truncations a K tile (the header's "Order"),
+// 2.5 beta ~ 2 u of the tile sum, 2^-23 (sgemm_3xtf32.cuh, "The truncations' loss restored").
+constexpr int kWgmmaRestoreUlps = 1;
 // Where the consumers make A's parts in registers they hold more than the 168 a thread that
 // 384 threads get (two accumulators, 64 each, and a K tile's 32 fragment registers): the
 // producer warpgroup gives registers back (setmaxnreg): (168 - 72) x 128 = (216 - 168) x 256.
@@ -462,7 +466,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         split_a_fragments(stage + (wg * 64 + warp * 16) * 128 + 4 * (lane % 4), lane / 4, a);
         fence_fragments(a);
         fence_operand(acc);
-        wgmma_fence();  // acc was last read by the FADDs below, the fragments just written
+        wgmma_fence();  // acc was last read by the FFMAs below, the fragments just written
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
           const uint32_t o = 32 * ks;
@@ -479,7 +483,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const uint32_t a_big = stage + wg * 64 * 128;  // the warpgroup's 64 rows
         const uint32_t a_small = a_big + BM * 128;
         fence_operand(acc);
-        wgmma_fence();  // acc was last read by the FADDs below
+        wgmma_fence();  // acc was last read by the FFMAs below
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
           const uint32_t o = 32 * ks;
@@ -498,7 +502,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_operand(acc);
       if (lane == 0) mbar_arrive(&empty[s]);
 #pragma unroll
-      for (int i = 0; i < 64; ++i) sum[i] += acc[i];
+      for (int i = 0; i < 64; ++i) sum[i] = tf32x3::add_tile<kWgmmaRestoreUlps>(sum[i], acc[i]);
     }
 #pragma unroll
     for (int i = 0; i < 64; ++i)
