@@ -528,3 +528,12 @@ def test_model_products_candidates_read_the_operands_as_the_plans_copies_leave_t
     assert torch.equal(A2, A) and torch.equal(B2, B)
     padded_k = torch.randn(48, 30, generator=generator), torch.randn(30, 40, generator=generator)
     assert kernel_operands(*padded_k, both) is None
+
+
+def test_host_breakdown_tallies_runtime_calls_per_call():
+    from benchmarks.probes.host_breakdown import tally
+
+    events = [("cudaLaunchKernel", 9.0)] + [("cudaLaunchKernel", 4.0), ("cudaLaunchKernelExC", 3.0),
+                                            ("aten::empty", 1.0)] * 2 + [("cudaDeviceSynchronize", 50.0)]
+    # The sleep's launch is not the function's; nor is the synchronisation, nor an aten op.
+    assert tally(events, calls=2) == {"cudaLaunchKernel": (1.0, 4.0), "cudaLaunchKernelExC": (1.0, 3.0)}
