@@ -537,3 +537,17 @@ def test_host_breakdown_tallies_runtime_calls_per_call():
                                             ("aten::empty", 1.0)] * 2 + [("cudaDeviceSynchronize", 50.0)]
     # The sleep's launch is not the function's; nor is the synchronisation, nor an aten op.
     assert tally(events, calls=2) == {"cudaLaunchKernel": (1.0, 4.0), "cudaLaunchKernelExC": (1.0, 3.0)}
+
+
+def test_sweep_bound_takes_the_longest_limit_and_never_below_torch():
+    from benchmarks.probes.sweep_bound import bound_ratio, summary
+
+    # 4096^3: the tensor cores bound it (3 x 137.4 GFLOP at 495 TFLOP/s = 833 us).
+    big = dict(m=4096, n=4096, k=4096, torch_ms=2.7, ratio_to_torch_matmul=2.2)
+    assert bound_ratio(big, 4.8e12, 495e12, 5e-6) == pytest.approx(2.7e-3 / (6 * 4096**3 / 495e12))
+    # A tiny one: the floor binds, and torch below the floor counts 1.0x.
+    tiny = dict(m=16, n=16, k=16, torch_ms=0.004, ratio_to_torch_matmul=0.9)
+    assert bound_ratio(tiny, 4.8e12, 495e12, 5e-6) == 1.0
+    s = summary([big, tiny], 4.8e12, 495e12)
+    assert s["floor_us"] == pytest.approx(4.0) and s["below_1_5"] == 1
+    assert s["record"] == pytest.approx((2.2 * 0.9) ** 0.5)
