@@ -13,17 +13,17 @@
 // running sum, biased one way: the first kernel's error grew linearly with K, ~0.31 u per
 // MMA (1000^3 randn 7e-6 = 117 u over 375 MMAs; 64x64x4096 2.9e-5 = 486 u over 1536). So
 // the MMAs accumulate into a short-lived accumulator, started from zero each K tile and
-// added into a second fp32 accumulator with FADD (round to nearest) at the tile's end:
+// added into a second fp32 accumulator (round to nearest) at the tile's end:
 //  - a truncation is then relative to a 32-K partial sum, and the tiles' truncation errors
 //    follow their partial sums' signs, which vary, instead of accumulating one way: the
 //    error of a tile's 12 MMAs is ~0.31 u x 12 ~ 3.7 u of the tile sum, and over K / 32
 //    tiles of random sign that stays ~3.7 u of the result, independent of K;
-//  - the FADD chain is K / 32 long: ~0.4 u sqrt(K / 64) (the model that gives 9 u for
+//  - the chain of tile sums is K / 32 long: ~0.4 u sqrt(K / 64) (the model that gives 9 u for
 //    cuBLAS's length-1000 FFMA chain, measured 9.5 u): 1.6 u at K = 1000, 3.2 u at 4096;
 //  - once per tile rather than per K step (8): per step would cut the first term to ~1 u
-//    but make the chain 4x as long (6.4 u at 4096) and cost 4x the FADDs (64 per 48 HMMA);
+//    but make the chain 4x as long (6.4 u at 4096) and cost 4x the adds (64 per 48 HMMA);
 //    per 2 tiles doubles the first term for 1.6 u less chain at 4096. 32 is the minimum of
-//    the sum over the K of interest, and its 64 FADDs a thread come once per 192 HMMA.
+//    the sum over the K of interest, and its 64 adds a thread come once per 192 HMMA.
 // Predicted relative Frobenius error, with the split's ~2 u: 1000^3 randn ~4.5 u (2.7e-7,
 // cuBLAS 5.7e-7), 64x64x4096 ~5.3 u (3.2e-7, cuBLAS 2e-7: cuBLAS splits that K).
 // The truncations' loss restored. A truncation drops the accumulator's bits below its ulp,

@@ -46,12 +46,13 @@
 //     into the tile sum with 64 FFMAs, which give back its 4 truncations' loss on average
 //     (kWgmmaRestoreUlps; sgemm_3xtf32.cuh, "The truncations' loss restored"). The wait
 //     leaves its warpgroup idle for the FFMAs, but the other consumer's 12 wgmma (~770
-//     clocks of tensor work) are queued by then: the two warpgroups alternate on the tensor cores (the ping-pong FlashAttention-3 uses),
-//     so no second short accumulator is needed. A consumer holds 128 accumulator registers,
-//     and with A's fragments 32 more: the 168 a thread that 384 threads get (one block an
-//     SM) hold the first (ptxas: 144-146), not both, so those instances move registers from
-//     the producer warpgroup to the consumers (setmaxnreg, kConsumerRegs). The consumers
-//     stage the tile for the store themselves, so that the producer never holds the sums.
+//     clocks of tensor work) are queued by then: the two warpgroups alternate on the tensor
+//     cores (the ping-pong FlashAttention-3 uses), so no second short accumulator is needed.
+//     A consumer holds 128 accumulator registers, and with A's fragments 32 more: the 168 a
+//     thread that 384 threads get (one block an SM) hold the first (ptxas: 144-146), not
+//     both, so those instances move registers from the producer warpgroup to the consumers
+//     (setmaxnreg, kConsumerRegs). The consumers stage the tile for the store themselves, so
+//     that the producer never holds the sums.
 //  3. sgemm_3xtf32_fixup (sgemm_3xtf32.cuh): a tile whose sums hold NaN or Inf (an Inf or
 //     NaN input, or a value whose TF32 rounding overflows: its small part is then NaN) or
 //     a nonzero result below 2^-90 (subnormal products, sgemm_3xtf32.cuh "Subnormals") is
