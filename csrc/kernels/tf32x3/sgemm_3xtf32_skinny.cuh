@@ -31,10 +31,10 @@
 // Accuracy and special values as the tiled 3xTF32 kernel (sgemm_3xtf32.cuh, whose split,
 // MMA and passes this reuses): the split rounds both parts; the MMAs of one chunk accumulate
 // into two short accumulators, small and big terms apart (chunk_product), started from zero
-// and added into the sum with FADD; a warp whose
-// sums hold a NaN (an Inf or NaN input) recomputes its chunks in the two guarded passes, and
-// one whose sums hold a nonzero result below 2^-90 recomputes them with P's rows scaled
-// (rows of A for few columns, columns of B for few rows). Each warp decides for its own
+// and added into the sum with the big one's truncation given back (kNarrowRestoreUlps); a
+// warp whose sums hold a NaN (an Inf or NaN input) recomputes its chunks in the two guarded
+// passes, and one whose sums hold a nonzero result below 2^-90 recomputes them with P's
+// rows scaled (rows of A for few columns, columns of B for few rows). Each warp decides for its own
 // chunks, which is what a K split does for its slice: the partial sums meet in fp32 adds,
 // where +-Inf and NaN combine as in the fp32 product.
 #pragma once
@@ -50,6 +50,12 @@ namespace vecgemm {
 namespace tf32x3_skinny {
 
 using tf32x3::Pass;
+
+// The big terms' accumulator of a chunk truncates 4 times, at 1/4 .. 1 of its sum, as the
+// wgmma kernel's (sgemm_3xtf32.cuh, "The truncations' loss restored"): 2.5 beta ~ 2 u of
+// it, given back as big (1 + 2^-23). The small terms' accumulator holds ~2^-11 of the sum
+// and truncates relative to that: nothing to give back.
+constexpr int kNarrowRestoreUlps = 1;
 
 // kQTiles: MMA tiles of 8 narrow rows (Q) a block; kFewRows: Q is A (few rows of the
 // output), else B's columns (few columns); kPAlongK, kQAlongK: P's and Q's rows are
@@ -283,7 +289,8 @@ __device__ __forceinline__ void chunk_product(const Chunk<S>& c, const float (&r
 #pragma unroll
       for (int j = 0; j < S::kNTiles; ++j)
 #pragma unroll
-        for (int r = 0; r < 4; ++r) sum[i][j][r] += kBigTerms ? big[i][j][r] + small[i][j][r] : small[i][j][r];
+        for (int r = 0; r < 4; ++r)
+          sum[i][j][r] += kBigTerms ? tf32x3::add_tile<kNarrowRestoreUlps>(small[i][j][r], big[i][j][r]) : small[i][j][r];
   }
 }
 
