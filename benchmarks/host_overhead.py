@@ -125,12 +125,16 @@ def paths(generator):
     return out
 
 
-def run(calls=100, repeats=15):
+def run(calls=100, repeats=15, select=None):
+    """The record: each path's host time per call, ours and torch's; select(name, switch),
+    where given, picks the paths timed."""
     if not torch.cuda.is_available():
         raise SystemExit("host time per call is measured beside a GPU and there is none here")
     generator = torch.Generator(device="cuda").manual_seed(0)
     records = []
     for name, shape, theirs, ours, plan, switch in paths(generator):
+        if select is not None and not select(name, switch):
+            continue
         with tv.enable(switch) if switch else contextlib.nullcontext():
             for fn in (theirs, ours):  # warm-up: plans, caches, the allocator's blocks
                 for _ in range(20):

@@ -662,13 +662,21 @@ def test_accuracy_no_worse_than_cublas(distribution, shape, rng):
     _check_against_cublas(DISTRIBUTIONS[distribution](rng, m, k), DISTRIBUTIONS[distribution](rng, k, n))
 
 
+def _skip_unless_it_runs(row, A, B):
+    """Skips the test where the 3xTF32 row is not built or does not take A @ B here."""
+    if row not in TF32X3_KERNELS:
+        pytest.skip(f"{row} is not built")
+    reason = torch_vecgemm.fallback_reason(A, B, variant=row)
+    if reason is not None:
+        pytest.skip(f"{row} does not run here: {reason}")
+
+
 @gpu
 @pytest.mark.parametrize("distribution,shape", CONTRACT)
 def test_accuracy_no_worse_than_cublas_on_mma_sync(distribution, shape, rng):
     m, n, k = shape
     A, B = DISTRIBUTIONS[distribution](rng, m, k), DISTRIBUTIONS[distribution](rng, k, n)
-    if MMA_SYNC_ROW not in TF32X3_KERNELS or torch_vecgemm.fallback_reason(A, B, variant=MMA_SYNC_ROW) is not None:
-        pytest.skip(f"{MMA_SYNC_ROW} does not run here")
+    _skip_unless_it_runs(MMA_SYNC_ROW, A, B)
     _check_against_cublas(A, B, row=MMA_SYNC_ROW)
 
 
@@ -681,8 +689,7 @@ def test_exact_sums_stay_within_the_restoration(row, rng):
     1.6 u and 4 u on the mma.sync form, 0.9 u and 1.9 u on wgmma."""
     A, B = rng.randint(-8, 9, (256, 256)).float(), rng.randint(-8, 9, (256, 256)).float()
     name = _fastest_row(A, B) if row == "auto's" else row
-    if name not in TF32X3_KERNELS or torch_vecgemm.fallback_reason(A, B, variant=name) is not None:
-        pytest.skip(f"{name} does not run here")
+    _skip_unless_it_runs(name, A, B)
     poison_allocator((256, 256))
     fro, worst = _errors(ops.sgemm(A, B, None, 1.0, 0.0, name, "3xtf32"), A, B)
     assert fro <= 8 * U32 and worst <= 4 * U32, (fro / U32, worst / U32)

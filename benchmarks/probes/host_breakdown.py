@@ -26,7 +26,7 @@ import torch
 
 import torch_vecgemm as tv
 from benchmarks.common import machine_info
-from benchmarks.host_overhead import SLEEP_CYCLES_PER_CALL, paths, per_call_us
+from benchmarks.host_overhead import SLEEP_CYCLES_PER_CALL, paths, per_call_us, run
 
 
 def tally(events, calls, sleeps=1):
@@ -69,22 +69,19 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("host time is measured beside a GPU and there is none here")
-    generator = torch.Generator(device="cuda").manual_seed(0)
-    chosen = [p for p in paths(generator) if not p[5] and re.search(args.paths, p[0])]
-    rows = []
+
+    def selected(name, switch):
+        return not switch and re.search(args.paths, name) is not None
+
     # Every bare timing before the first profile: once the profiler has run, its tracing
     # stays subscribed and slows every later launch (seen: 22.9 -> 47.4 us a call).
-    for name, shape, theirs, ours, plan, _ in chosen:
-        for fn in (theirs, ours):
-            for _ in range(20):
-                fn()
-        row = dict(path=name, shape=shape, plan=plan)
-        for side, fn in (("torch", theirs), ("ours", ours)):
-            row[side + "_us"] = statistics.median(per_call_us(fn, args.calls) for _ in range(args.repeats))
-        m, n, k = (int(x) for x in shape.split("x")[-3:])
+    rows = run(args.calls, args.repeats, select=selected)["records"]
+    for row in rows:
+        m, n, k = (int(x) for x in row["shape"].split("x")[-3:])
         A, B = torch.empty(m, k, device="cuda"), torch.empty(k, n, device="cuda")
         row["plan_us"] = statistics.median(per_call_us(lambda: tv.plan(A, B), args.calls) for _ in range(args.repeats))
-        rows.append(row)
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    chosen = [p for p in paths(generator) if selected(p[0], p[5])]
     for row, (name, shape, theirs, ours, plan, _) in zip(rows, chosen):
         for side, fn in (("torch", theirs), ("ours", ours)):
             row[side + "_runtime"] = runtime_calls(fn, args.calls)

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
+
+from benchmarks.report import geomean
 
 DEFAULT_SWEEPS = ["benchmarks/records/h200/sweep_3xtf32.json", "benchmarks/records/h200/sweep_3xtf32_seed1.json"]
 
@@ -29,16 +30,11 @@ def bound_ratio(record, bandwidth, tf32_flops, floor_s):
     return max(1.0, record["torch_ms"] * 1e-3 / max(memory_s, tensor_s, floor_s))
 
 
-def geometric_mean(values):
-    values = list(values)
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def summary(records, bandwidth, tf32_flops):
     floor_s = min(r["torch_ms"] for r in records) * 1e-3
     bounds = [bound_ratio(r, bandwidth, tf32_flops, floor_s) for r in records]
-    return dict(problems=len(records), floor_us=floor_s * 1e6, bound=geometric_mean(bounds),
-                record=geometric_mean(r["ratio_to_torch_matmul"] for r in records),
+    return dict(problems=len(records), floor_us=floor_s * 1e6, bound=geomean(bounds),
+                record=geomean(r["ratio_to_torch_matmul"] for r in records),
                 below_1_5=sum(b < 1.5 for b in bounds))
 
 

@@ -107,8 +107,9 @@ Reason refuses_few_columns(const ProblemKey& key);
 // tf32x3_error_floor.py --narrow 8,32; docs/history.md, step 59), takes the wgmma's 128.
 // Since the tile sums give the truncations' loss back (step 65) the floors are lower, up to
 // K = 1024 on an H100: wgmma and the narrow side 1.7-2.3 u, within cuBLAS's error from
-// K = 32; mma.sync 2.8-3.0 u, from K = 128. The sums above stay as fitted until the sweeps' problems are
-// measured again (precision_choice, on the H200 whose records the plans are checked against).
+// K = 32; mma.sync 2.8-3.0 u, from K = 128. The sums above stay as fitted until the sweeps'
+// problems are measured again (precision_choice, on the H200 whose records the plans are
+// checked against).
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
