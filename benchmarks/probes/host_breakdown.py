@@ -41,8 +41,7 @@ def tally(events, calls, sleeps=1):
         elif name.startswith("cu") and "Synchronize" not in name:
             counts[name] += 1
             times[name] += us
-    return {name: (counts[name] / calls, times[name] / calls) for name in sorted(counts, key=lambda n: -times[n])
-            if counts[name] > 0}
+    return {name: (counts[name] / calls, times[name] / calls) for name in sorted(counts, key=lambda n: -times[n])}
 
 
 def runtime_calls(fn, calls):
