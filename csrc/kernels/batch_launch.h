@@ -33,9 +33,11 @@ inline cudaError_t launch_overlapping(const void* fn, dim3 grid, dim3 block, siz
 
 // fn over `blocks` x 1 x (batch * k_splits) blocks of `threads`, with `smem_bytes` of dynamic
 // shared memory; batches past grid.z's limit run in chunks (unsplit problems only: the
-// split-K workspace is indexed by the whole batch). Errors name `who`.
+// split-K workspace is indexed by the whole batch). slice_clusters: each batch's k_splits
+// blocks of a grid.x index launched as one thread-block cluster (sm_90 and later), for a
+// kernel that adds its K slices itself. Errors name `who`.
 inline void launch_over_batch(const void* fn, const GemmParams& p, int64_t blocks, int threads, int smem_bytes,
-                              cudaStream_t stream, const char* who) {
+                              cudaStream_t stream, const char* who, bool slice_clusters = false) {
   if (blocks > 0x7fffffff) fail_in(who, "too many blocks");
   const int splits = std::max(1, p.k_splits);
   if (splits > 1 && int64_t(p.batch) * splits > kMaxGridYZ) fail_in(who, "batch * k_splits past grid.z's 65535");
@@ -45,7 +47,23 @@ inline void launch_over_batch(const void* fn, const GemmParams& p, int64_t block
     q.k_splits = splits;
     const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(q.batch * splits));
     void* args[] = {&q};
-    const cudaError_t e = cudaLaunchKernel(fn, grid, dim3(threads), args, smem_bytes, stream);
+    cudaError_t e;
+    if (slice_clusters && splits > 1) {
+      cudaLaunchAttribute attribute{};
+      attribute.id = cudaLaunchAttributeClusterDimension;
+      attribute.val.clusterDim.x = 1, attribute.val.clusterDim.y = 1;
+      attribute.val.clusterDim.z = static_cast<unsigned>(splits);
+      cudaLaunchConfig_t config{};
+      config.gridDim = grid;
+      config.blockDim = dim3(threads);
+      config.dynamicSmemBytes = smem_bytes;
+      config.stream = stream;
+      config.attrs = &attribute;
+      config.numAttrs = 1;
+      e = cudaLaunchKernelExC(&config, fn, args);
+    } else {
+      e = cudaLaunchKernel(fn, grid, dim3(threads), args, smem_bytes, stream);
+    }
     if (e != cudaSuccess) fail_in(who, std::string("launch failed: ") + cudaGetErrorString(e));
     check_launch_in(who);
   }

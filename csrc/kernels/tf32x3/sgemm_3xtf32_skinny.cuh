@@ -28,6 +28,14 @@
 // the current chunk's MMAs, and enough warps stream (4 blocks of 4 warps an SM for up to 16
 // rows of Q) to keep memory busy.
 //
+// A K split adds its slices in the kernel where the launch makes each tile's slices one
+// thread-block cluster (sm_90 and later; launch_sgemm_3xtf32_skinny): each block adds its
+// warps' sums in its shared memory, the cluster waits for all of them, and each block stores
+// a share of the tile, reading the slices' sums from their blocks' shared memory in slice
+// order, starting from zero, as the split-K reduction pass adds them: the same bits, without
+// the pass's launch, its workspace and its wait for the whole grid. Elsewhere the slices
+// are written as partials for that pass.
+//
 // Accuracy and special values as the tiled 3xTF32 kernel (sgemm_3xtf32.cuh, whose split,
 // MMA and passes this reuses): the split rounds both parts; the MMAs of one chunk accumulate
 // into two short accumulators, small and big terms apart (chunk_product), started from zero
@@ -38,6 +46,8 @@
 // chunks, which is what a K split does for its slice: the partial sums meet in fp32 adds,
 // where +-Inf and NaN combine as in the fp32 product.
 #pragma once
+#include <cooperative_groups.h>
+
 #include <cstdint>
 
 #include "kernels/dependent_launch.cuh"  // allow_dependents
@@ -327,9 +337,19 @@ __device__ __forceinline__ void warp_sums(const Rows<S>& rows, int k_len, int wa
       [](bool b) { return __any_sync(0xffffffffu, b) != 0; }, [] {});
 }
 
+// The blocks of this block's thread-block cluster: the K slices a launch asks the kernel to
+// add (the header's "A K split"), or 1 (no cluster, and before sm_90, which has none).
+__device__ __forceinline__ int slices_in_cluster() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return int(cooperative_groups::this_cluster().num_blocks());
+#else
+  return 1;
+#endif
+}
+
 // grid.x: P tiles x Q tiles, Q's fastest (the blocks sharing a tile of P run together, so
 // a second Q tile reads it from L2); grid.z: batch * k_splits. D = alpha * A @ B + beta * C,
-// or split-K partials when p.k_splits > 1.
+// or, when p.k_splits > 1 and no cluster holds a tile's slices, split-K partials.
 template <class S>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32_skinny(const GemmParams p) {
   allow_dependents();  // a split-K reduction after it may launch now
@@ -392,20 +412,61 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32_skinn
   // rows (D[q][p]), Q's for few columns (D[p][q]).
   constexpr int kRun = S::kFewRows ? S::kPRows : S::kQRows;
   constexpr int kGroups = S::kPRows * S::kQRows / 4;
-  for (int item = threadIdx.x; item < kGroups; item += S::kThreads) {
+  auto group_at = [&](int item, int& pr0, int& qr0, int& row, int& col) {
     const int line = item / (kRun / 4), first = item % (kRun / 4) * 4;
-    float v[4];
+    pr0 = S::kFewRows ? first : line, qr0 = S::kFewRows ? line : first;
+    row = S::kFewRows ? q0 + line : p0 + line;
+    col = S::kFewRows ? p0 + first : q0 + first;
+  };
+  // Element e of a group at (pr0, qr0): along P's rows for few rows, Q's for few columns.
+  constexpr int kStepP = S::kFewRows ? 1 : 0, kStepQ = S::kFewRows ? 0 : 1;
+  // The block's sums of the group at (pr0, qr0), its warps' added in warp order.
+  auto block_sums = [&](int pr0, int qr0, float (&v)[4]) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int pr = S::kFewRows ? first + e : line, qr = S::kFewRows ? line : first + e;
-      float total = partial[0][pr][qr];
+      const int pr = pr0 + kStepP * e, qr = qr0 + kStepQ * e;
+      v[e] = partial[0][pr][qr];
 #pragma unroll
-      for (int w = 1; w < S::kWarps; ++w) total += partial[w][pr][qr];
-      v[e] = total;
+      for (int w = 1; w < S::kWarps; ++w) v[e] += partial[w][pr][qr];
     }
-    const int row = S::kFewRows ? q0 + line : p0 + line;
-    const int col = S::kFewRows ? p0 + first : q0 + first;
-    store_result4(p, split_id, batch, row, col, v);
+  };
+  if (slices_in_cluster() == 1) {
+    for (int item = threadIdx.x; item < kGroups; item += S::kThreads) {
+      int pr0, qr0, row, col;
+      group_at(item, pr0, qr0, row, col);
+      float v[4];
+      block_sums(pr0, qr0, v);
+      store_result4(p, split_id, batch, row, col, v);
+    }
+  } else {
+#if __CUDA_ARCH__ >= 900
+    // The header's "A K split": the cluster is the tile's p.k_splits slices, block rank s
+    // computing slice s (the launch's cluster spans grid.z's slices of one batch).
+    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
+    for (int item = threadIdx.x; item < kGroups; item += S::kThreads) {
+      int pr0, qr0, row, col;
+      group_at(item, pr0, qr0, row, col);
+      float v[4];
+      block_sums(pr0, qr0, v);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) partial[0][pr0 + kStepP * e][qr0 + kStepQ * e] = v[e];  // this thread's alone
+    }
+    cluster.sync();  // every slice's sums in its block's partial[0]
+    const int share = (kGroups + p.k_splits - 1) / p.k_splits;
+    const int end = min(kGroups, (split_id + 1) * share);
+    for (int item = split_id * share + threadIdx.x; item < end; item += S::kThreads) {
+      int pr0, qr0, row, col;
+      group_at(item, pr0, qr0, row, col);
+      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int s = 0; s < p.k_splits; ++s) {
+        const float* slice = cluster.map_shared_rank(&partial[0][0][0], s);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) v[e] += slice[(pr0 + kStepP * e) * (S::kQRows + 1) + qr0 + kStepQ * e];
+      }
+      store_output4(p, batch, row, col, v);
+    }
+    cluster.sync();  // no block leaves (its shared memory with it) while another reads it
+#endif
   }
 #else
   __trap();  // no TF32 MMA before sm_80; never launched there
