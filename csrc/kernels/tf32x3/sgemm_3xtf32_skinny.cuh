@@ -25,8 +25,14 @@
 // bytes), and the lanes of a K slot read 128 contiguous bytes of P. Either way every sector
 // fetched is used, and a lane's values are the same registers, so the arithmetic is the
 // same. No shared memory in the K loop, no barrier: the next chunk's loads are issued before
-// the current chunk's MMAs, and enough warps stream (4 blocks of 4 warps an SM for up to 16
-// rows of Q) to keep memory busy.
+// the current chunk's MMAs.
+//
+// Bytes in flight. Registers hold two chunks a warp (the one computed, the next loading),
+// and they limit the resident warps (4 blocks of 4 warps an SM for 8 rows of Q, 2 for 32),
+// so a warp's one chunk in flight left DRAM at 63-73% of its peak (docs/history.md, step
+// 68); a third chunk in registers costs a block an SM (step 35). So each warp also asks L2
+// for its P lines kPrefetchChunks chunks beyond the next (prefetch.global.L2: no register,
+// no wait), and its loads find them there.
 //
 // A K split adds its slices in the kernel where the launch makes each tile's slices one
 // thread-block cluster (sm_90 and later; launch_sgemm_3xtf32_skinny): each block adds its
@@ -55,6 +61,10 @@
 #include "kernels/gemm_params.h"
 #include "kernels/tf32x3/sgemm_3xtf32.cuh"      // the split, the MMA, the passes and their checks
 #include "kernels/tf32x3/sgemm_3xtf32.h"          // kSkinnyBlockK
+
+#ifndef VECGEMM_NARROW_PREFETCH_CHUNKS
+#define VECGEMM_NARROW_PREFETCH_CHUNKS 2
+#endif
 
 namespace vecgemm {
 namespace tf32x3_skinny {
@@ -88,6 +98,9 @@ struct SkinnyShape {
   static constexpr int kMinBlocks = kQTiles == 1 ? 4 : kQTiles == 2 ? 3 : 2;
   static_assert(kQTiles == 1 || kQTiles == 2 || kQTiles == 4, "8, 16 or 32 rows of Q");
   static_assert(kMTiles == 2, "a lane's P rows across the tiles are one 16-byte load");
+  // Chunks of P a warp asks L2 for beyond the one its registers load next (the header's
+  // "Bytes in flight").
+  static constexpr int kPrefetchChunks = VECGEMM_NARROW_PREFETCH_CHUNKS;
 };
 
 // The K offset in a chunk of a lane's K slot (0-7), t = lane % 4.
@@ -154,7 +167,33 @@ template <class S>
 struct Rows {
   Lines<2 * S::kMTiles, S::kPAlongK> p;  // along K: row 2 i + h
   Lines<S::kQTiles, S::kQAlongK> q;
+  // The lane's share of the block's P to prefetch (null: none). Along K: one of the block's
+  // rows (lane (g, t) its row 2 (t / 2) + t % 2 = t), a chunk 128 bytes of it. Across K: the
+  // block's rows at K slot `lane` of a chunk (its rows' floats 0 .. prefetch_last).
+  const float* prefetch;
+  int prefetch_last;
 };
+
+__device__ __forceinline__ void prefetch_l2(const float* at) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
+}
+
+// The lane's share of the chunk at k into L2 (no registers, no wait): its lines are read
+// from memory while the warp computes the chunks before it.
+template <class S>
+__device__ __forceinline__ void prefetch_chunk(const Rows<S>& rows, int k, int k_len, int lane) {
+  if (rows.prefetch == nullptr) return;
+  if constexpr (S::kPAlongK) {
+    const float* at = rows.prefetch + k;
+    prefetch_l2(at);
+    prefetch_l2(at + min(S::kChunk, k_len - k) - 1);  // its second line where unaligned
+  } else {
+    if (k + lane >= k_len) return;
+    const float* at = rows.prefetch + (k + lane) * rows.p.ld;
+    prefetch_l2(at);
+    prefetch_l2(at + rows.prefetch_last);
+  }
+}
 
 // The 16-byte unit at row + k, the K range ending at k_len: whole, partly (element by
 // element) or not at all inside it. A missing row reads as zeros. Without kVec4, element
@@ -312,9 +351,18 @@ __device__ __forceinline__ void warp_product(const Rows<S>& rows, int k_len, int
   const int chunks = (k_len + S::kChunk - 1) / S::kChunk;
   int chunk = warp;
   if (chunk >= chunks) return;
+  const int lane = threadIdx.x % 32;
+  // The registers load chunk + kWarps while chunk is computed; L2 is asked for the
+  // kPrefetchChunks after that.
+  constexpr int kAhead = (1 + S::kPrefetchChunks) * S::kWarps;
+#pragma unroll
+  for (int d = 2; d <= S::kPrefetchChunks; ++d)
+    if (chunk + d * S::kWarps < chunks) prefetch_chunk<S>(rows, (chunk + d * S::kWarps) * S::kChunk, k_len, lane);
   Chunk<S> current;
   load_chunk<S>(rows, chunk * S::kChunk, k_len, t, current);
   for (; chunk < chunks; chunk += S::kWarps) {
+    if (S::kPrefetchChunks > 0 && chunk + kAhead < chunks)
+      prefetch_chunk<S>(rows, (chunk + kAhead) * S::kChunk, k_len, lane);
     Chunk<S> next;
     if (chunk + S::kWarps < chunks) load_chunk<S>(rows, (chunk + S::kWarps) * S::kChunk, k_len, t, next);
     chunk_product<S, P>(current, row_scale, sum);
@@ -393,6 +441,13 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32_skinn
   } else {
     const int r = q0 + q_row<S>(0, g);  // the first of the lane's kQTiles consecutive rows
     rows.q = {r < q_extent ? q_base + r : nullptr, min(q_extent - r, S::kQTiles), narrow.ld};
+  }
+  if constexpr (S::kPAlongK) {
+    const int r = p0 + p_row<S>(t / 2, t % 2, g);
+    rows.prefetch = r < p_extent ? p_base + int64_t(r) * wide.ld : nullptr;
+  } else {
+    rows.prefetch = p_base + p0;
+    rows.prefetch_last = min(S::kPRows, p_extent - p0) - 1;
   }
 
   float sum[S::kMTiles][S::kNTiles][4];
