@@ -13,6 +13,28 @@
 
 namespace vecgemm {
 
+// A launch's configuration with one attribute (which `attribute` must outlive).
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                                        cudaLaunchAttribute& attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
+// Thread-block clusters of `blocks` blocks along grid.z.
+inline cudaLaunchAttribute clusters_along_z(int blocks) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = 1, attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = static_cast<unsigned>(blocks);
+  return attribute;
+}
+
 // fn<<<grid, block, smem_bytes, stream>>>(args), allowed with `overlap` to begin while the
 // kernel before it on the stream drains (programmatic dependent launch, sm_90): only for a
 // kernel that keeps dependent_launch.cuh's contract, behind one that lets it.
@@ -21,13 +43,7 @@ inline cudaError_t launch_overlapping(const void* fn, dim3 grid, dim3 block, siz
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = overlap ? 1 : 0;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  const cudaLaunchConfig_t config = launch_config(grid, block, smem_bytes, stream, attribute);
   return cudaLaunchKernelExC(&config, fn, args);
 }
 
@@ -49,17 +65,8 @@ inline void launch_over_batch(const void* fn, const GemmParams& p, int64_t block
     void* args[] = {&q};
     cudaError_t e;
     if (slice_clusters && splits > 1) {
-      cudaLaunchAttribute attribute{};
-      attribute.id = cudaLaunchAttributeClusterDimension;
-      attribute.val.clusterDim.x = 1, attribute.val.clusterDim.y = 1;
-      attribute.val.clusterDim.z = static_cast<unsigned>(splits);
-      cudaLaunchConfig_t config{};
-      config.gridDim = grid;
-      config.blockDim = dim3(threads);
-      config.dynamicSmemBytes = smem_bytes;
-      config.stream = stream;
-      config.attrs = &attribute;
-      config.numAttrs = 1;
+      cudaLaunchAttribute attribute = clusters_along_z(splits);
+      const cudaLaunchConfig_t config = launch_config(grid, dim3(threads), smem_bytes, stream, attribute);
       e = cudaLaunchKernelExC(&config, fn, args);
     } else {
       e = cudaLaunchKernel(fn, grid, dim3(threads), args, smem_bytes, stream);

@@ -64,15 +64,9 @@ bool clusters_run(int slices) {
             cluster_launch != 0 && cudaFuncGetAttributes(&attributes, fn) == cudaSuccess &&
             attributes.binaryVersion >= 90;
   if (ok) {
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeClusterDimension;
-    attribute.val.clusterDim.x = 1, attribute.val.clusterDim.y = 1;
-    attribute.val.clusterDim.z = static_cast<unsigned>(slices);
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(1, 1, static_cast<unsigned>(slices));
-    config.blockDim = dim3(SkinnyShape<1, true>::kThreads);
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    cudaLaunchAttribute attribute = clusters_along_z(slices);
+    const cudaLaunchConfig_t config = launch_config(dim3(1, 1, static_cast<unsigned>(slices)),
+                                                    dim3(SkinnyShape<1, true>::kThreads), 0, nullptr, attribute);
     int clusters = 0;
     ok = cudaOccupancyMaxActiveClusters(&clusters, fn, &config) == cudaSuccess && clusters > 0;
   }
