@@ -39,7 +39,6 @@ void set_narrow_block_rows(int rows) {
   TORCH_CHECK(rows == 0 || rows == 8 || rows == 16 || rows == 32, "vecgemm: block rows must be 0, 8, 16 or 32, not ",
               rows);
 }
-void set_narrow_splits_in_kernel(bool) {}
 bool torch_handoff_enabled() { return false; }
 void set_tf32x3_splits(int) {}
 void register_aten_kernels(bool) {}  // no kernels: every product stays torch's

@@ -150,9 +150,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   testing.def("set_narrow_block_rows", &vecgemm::set_narrow_block_rows, py::arg("rows"),
               "The narrow operand's rows a block of the narrow-side 3xTF32 kernel takes: 8, 16 or 32, or 0 (the "
               "default) for the fewest that cover the narrow side.");
-  testing.def("set_narrow_splits_in_kernel", &vecgemm::set_narrow_splits_in_kernel, py::arg("enabled"),
-              "Whether the narrow-side 3xTF32 kernel adds a K split's slices itself (thread-block clusters, where "
-              "the GPU and the build have them; the default) or through the split-K reduction pass.");
   testing.def("set_tf32x3_splits", &vecgemm::set_tf32x3_splits, py::arg("splits"),
               "The K split every 3xTF32 row is priced and run at (at most the row's most), or 0 (the default; any "
               "value below 1) for the waves model's cheapest.");

@@ -49,11 +49,6 @@ bool torch_handoff_enabled();
 // wide operand's tile once a block (kernels/tf32x3/sgemm_3xtf32.h).
 void set_narrow_block_rows(int rows);
 
-// Measurement knob: whether the narrow-side 3xTF32 kernel adds a K split's slices itself
-// where the GPU and the build allow it (thread-block clusters; on by default) or always
-// through the split-K workspace and reduction pass. The results are the same bits.
-void set_narrow_splits_in_kernel(bool enabled);
-
 // Measurement knob: the K split every 3xTF32 row is priced and run at (at most the most the
 // row takes for the problem), or 0 (the default; any value below 1) for the waves model's
 // cheapest: what the model's prices at other splits are checked against

@@ -931,49 +931,6 @@ def test_narrow_side_results_do_not_depend_on_block_rows(variant, rng):
 
 
 @gpu
-@pytest.mark.parametrize("variant", sorted(NARROW_SIDE))
-def test_narrow_side_split_added_in_kernel_is_the_reduction_pass(variant, rng):
-    # Where a tile's K slices run as one thread-block cluster (sm_90 and later, code built
-    # for it) the kernel adds them itself, from zero in slice order as splitk_reduce does:
-    # the same bits as through the workspace and the pass, alpha, beta and C applied once.
-    # Splits of 2 to 8 (a cluster's most), ragged and whole slices, batched with a bias, and
-    # 11 (past a cluster: through the pass either way).
-    kind = NARROW_SIDE[variant]
-    in_kernel = torch_vecgemm._C._testing.set_narrow_splits_in_kernel
-    force = torch_vecgemm._C._testing.set_tf32x3_splits
-    # Clusters run where the wgmma row does (sm_90 code on a compute capability 9 GPU).
-    clusters = "tf32x3_128x128_wgmma" in TF32X3_KERNELS
-    cases = [(20, 70, 4100, "rc", 2, None), (8, 257, 3000, "rr", 3, None), (32, 100, 4096, "cc", 8, None),
-             (5, 300, 2100, "cr", 5, 3), (13, 97, 4096, "rc", 11, None)]
-    try:
-        for narrow, wide, k, orders, splits, batch in cases:
-            A, B = _narrow_operands(rng, kind, narrow, wide, k, orders=orders)
-            C = randn(rng, A.shape[0], B.shape[1])
-            if batch:  # a batch of A, B broadcast, a bias
-                A = _narrow_operands(rng, kind, narrow, wide, k, batch=batch, orders=orders)[0]
-                B, C = B.expand(batch, *B.shape), randn(rng, B.shape[1])
-            force(splits)
-            split_k = torch_vecgemm.plan(A, B, variant=variant).split_k
-            assert split_k > 1 and (split_k > 8) == (splits > 8), (splits, split_k)
-            shape = (*A.shape[:-1], B.shape[-1])
-            outs, allocations = [], []
-            for on in (False, True):
-                in_kernel(on)
-                poison_allocator(shape)
-                before = torch.cuda.memory_stats()["allocation.all.allocated"]
-                outs.append(ops.sgemm(A, B, C, 0.75, -0.5, variant, "3xtf32"))
-                allocations.append(torch.cuda.memory_stats()["allocation.all.allocated"] - before)
-            case = (narrow, wide, k, orders, split_k)
-            assert torch.equal(outs[0], outs[1]), (case, (outs[0] - outs[1]).abs().max().item())
-            assert_gemm_close(outs[1], A, B, C, 0.75, -0.5)
-            # In the kernel, one allocation fewer: the split-K workspace.
-            assert allocations[0] - allocations[1] == (1 if clusters and split_k <= 8 else 0), (case, allocations)
-    finally:
-        in_kernel(True)
-        force(0)
-
-
-@gpu
 def test_narrow_side_kernel_is_the_fastest_row_for_decode(rng):
     # x @ W.T with a few tokens: the wide operand read once instead of 64-row tiles of padding.
     # (Auto in 3xTF32 gives the one-token case to fp32, whose gemv sums of 32 products are

@@ -13,28 +13,6 @@
 
 namespace vecgemm {
 
-// A launch's configuration with one attribute (which `attribute` must outlive).
-inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
-                                        cudaLaunchAttribute& attribute) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem_bytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return config;
-}
-
-// Thread-block clusters of `blocks` blocks along grid.z.
-inline cudaLaunchAttribute clusters_along_z(int blocks) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = 1, attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = static_cast<unsigned>(blocks);
-  return attribute;
-}
-
 // fn<<<grid, block, smem_bytes, stream>>>(args), allowed with `overlap` to begin while the
 // kernel before it on the stream drains (programmatic dependent launch, sm_90): only for a
 // kernel that keeps dependent_launch.cuh's contract, behind one that lets it.
@@ -43,17 +21,21 @@ inline cudaError_t launch_overlapping(const void* fn, dim3 grid, dim3 block, siz
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = overlap ? 1 : 0;
-  const cudaLaunchConfig_t config = launch_config(grid, block, smem_bytes, stream, attribute);
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
   return cudaLaunchKernelExC(&config, fn, args);
 }
 
 // fn over `blocks` x 1 x (batch * k_splits) blocks of `threads`, with `smem_bytes` of dynamic
 // shared memory; batches past grid.z's limit run in chunks (unsplit problems only: the
-// split-K workspace is indexed by the whole batch). slice_clusters: each batch's k_splits
-// blocks of a grid.x index launched as one thread-block cluster (sm_90 and later), for a
-// kernel that adds its K slices itself. Errors name `who`.
+// split-K workspace is indexed by the whole batch). Errors name `who`.
 inline void launch_over_batch(const void* fn, const GemmParams& p, int64_t blocks, int threads, int smem_bytes,
-                              cudaStream_t stream, const char* who, bool slice_clusters = false) {
+                              cudaStream_t stream, const char* who) {
   if (blocks > 0x7fffffff) fail_in(who, "too many blocks");
   const int splits = std::max(1, p.k_splits);
   if (splits > 1 && int64_t(p.batch) * splits > kMaxGridYZ) fail_in(who, "batch * k_splits past grid.z's 65535");
@@ -63,14 +45,7 @@ inline void launch_over_batch(const void* fn, const GemmParams& p, int64_t block
     q.k_splits = splits;
     const dim3 grid(static_cast<unsigned>(blocks), 1, static_cast<unsigned>(q.batch * splits));
     void* args[] = {&q};
-    cudaError_t e;
-    if (slice_clusters && splits > 1) {
-      cudaLaunchAttribute attribute = clusters_along_z(splits);
-      const cudaLaunchConfig_t config = launch_config(grid, dim3(threads), smem_bytes, stream, attribute);
-      e = cudaLaunchKernelExC(&config, fn, args);
-    } else {
-      e = cudaLaunchKernel(fn, grid, dim3(threads), args, smem_bytes, stream);
-    }
+    const cudaError_t e = cudaLaunchKernel(fn, grid, dim3(threads), args, smem_bytes, stream);
     if (e != cudaSuccess) fail_in(who, std::string("launch failed: ") + cudaGetErrorString(e));
     check_launch_in(who);
   }

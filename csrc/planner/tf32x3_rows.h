@@ -33,9 +33,6 @@ struct Tf32x3Row {
   // bytes; kernel_splits: the plan's (kernel_can_split).
   void (*launch)(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, SplitOperands kernel_splits,
                  void* scratch, cudaStream_t stream);
-  // Whether the launch adds p's K slices itself (no split-K workspace, no reduction pass), or
-  // none where it never does.
-  bool (*adds_own_splits)(const GemmParams& p);
   // Scratch the kernel needs besides the split-K partials (the wgmma form's TF32 parts of
   // A and B and its flags), or none.
   size_t (*scratch_bytes)(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits);
@@ -115,19 +112,19 @@ Reason refuses_few_columns(const ProblemKey& key);
 // checked against).
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
-     &tf32x3_wgmma_row::launch, nullptr, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
      &sgemm_3xtf32_wgmma_available, nullptr, 128},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, nullptr, 512},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, nullptr, 512},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, nullptr, 512},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
-     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, &tf32x3_skinny_adds_splits, nullptr, nullptr, nullptr,
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
      &tf32x3_skinny_row::refuses_few_rows, 128},
     {"tf32x3_few_cols_mma", 80, 0, kSkinnyBlockK, kSkinnyFewColumns, &tf32x3_skinny_config_info,
-     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, &tf32x3_skinny_adds_splits, nullptr, nullptr, nullptr,
+     &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
      &tf32x3_skinny_row::refuses_few_columns, 128},
 };
 inline constexpr int kNumTf32x3Rows = sizeof(kTf32x3Rows) / sizeof(kTf32x3Rows[0]);

@@ -241,8 +241,6 @@ std::string tuning_key(const at::Tensor& A, const at::Tensor& B) {
 
 void set_narrow_block_rows(int rows) { set_tf32x3_skinny_block_rows(rows); }  // refuses other heights
 
-void set_narrow_splits_in_kernel(bool enabled) { set_tf32x3_skinny_splits_in_kernel(enabled); }
-
 void set_tf32x3_splits(int splits) { set_tf32x3_forced_splits(splits); }
 
 int resident_blocks(const std::string& config) {

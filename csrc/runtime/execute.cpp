@@ -96,15 +96,13 @@ bool run_stream_k(const GemmParams& p, const ProblemKey& key, int config, cudaSt
 
 // Launches a kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K
 // workspace, batches walked in chunks past grid.z's limit (batch x splits <= kMaxGridYZ), and
-// after each chunk's kernel the split-K reduction, unless the kernel adds its slices itself
-// (`slices_added_in_kernel`). Every family that writes split-K partials (epilogue.cuh's
-// store_partial4) runs through here.
+// after each chunk's kernel the split-K reduction. Every family that writes split-K
+// partials (epilogue.cuh's store_partial4) runs through here.
 template <class Launch>
-void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream,
-                 bool slices_added_in_kernel = false) {
+void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream) {
   int max_batch = std::max(1, kMaxGridYZ / p.k_splits);
   at::Tensor workspace;
-  if (p.k_splits > 1 && !slices_added_in_kernel) {
+  if (p.k_splits > 1) {
     // Sized for the largest batch chunk. Where the caching allocator cannot give it, the
     // kernel runs over the whole of K instead.
     try {
@@ -119,7 +117,7 @@ void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t str
   for (int b0 = 0; b0 < batch; b0 += max_batch) {
     const GemmParams q = batch_slice(p, b0, std::min(max_batch, batch - b0));
     launch(q);
-    if (p.k_splits > 1 && !slices_added_in_kernel) launch_splitk_reduce(q, stream);
+    if (p.k_splits > 1) launch_splitk_reduce(q, stream);
   }
 }
 
@@ -130,7 +128,6 @@ void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
   p.k_slice = slice_for(p.k, tiling.splits, row.bk);
   p.k_splits = int(ceil_div(p.k, p.k_slice));
   const ProblemKey& key = plan.key;
-  const bool slices_added_in_kernel = p.k_splits > 1 && row.adds_own_splits != nullptr && row.adds_own_splits(p);
   run_split_k(p, key.batch, [&](const GemmParams& q) {
     // The caching allocator's block is stream-ordered: free for reuse once this stream's
     // work up to here is done, so it can be released as soon as the launches are queued.
@@ -140,7 +137,7 @@ void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
                           at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
     row.launch(row.config, q, key.la, key.lb, key.vec4, tiling.kernel_splits,
                scratch.defined() ? scratch.data_ptr() : nullptr, stream);
-  }, stream, slices_added_in_kernel);
+  }, stream);
 }
 
 // The tiled kernel of `choice` (and the split-K reduction or the stream-K tail and its

@@ -70,8 +70,7 @@ Tf32x3ConfigInfo tf32x3_wgmma_config_info();
 
 // ---- the narrow-side form (sgemm_3xtf32_skinny.cuh): few rows of A or few columns of B ----
 // Same results as launch_sgemm_3xtf32 (split-K partials into p.workspace when p.k_splits >
-// 1; with no workspace, the slices added in the kernel, where tf32x3_skinny_adds_splits
-// allows it), for any storage orders and alignment (vec4: both operands 16-byte aligned, read 16
+// 1), for any storage orders and alignment (vec4: both operands 16-byte aligned, read 16
 // bytes at a time; otherwise 4). Config
 // kSkinnyFewRows streams B past up to 32 rows of A at a time, kSkinnyFewColumns A past up
 // to 32 columns of B; a narrow side past 32 runs as several blocks along it, each reading
@@ -81,13 +80,6 @@ inline constexpr int kSkinnyMaxNarrow = 32;
 // Slices of a K split are whole multiples of this: the K a block takes at a time.
 inline constexpr int kSkinnyBlockK = 128;
 void launch_sgemm_3xtf32_skinny(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStream_t stream);
-// Whether its launch adds p's K slices in the kernel (each tile's slices one thread-block
-// cluster: sm_90 and later, code built for it, at most 8 slices), so that p needs neither
-// the split-K workspace nor the reduction pass; false for an unsplit p.
-bool tf32x3_skinny_adds_splits(const GemmParams& p);
-// For tests and probes: whether a split may be added in the kernel (true, the default) or
-// always goes through the workspace and the reduction pass. The results are the same bits.
-void set_tf32x3_skinny_splits_in_kernel(bool enabled);
 // Its block at the widest narrow side (32 x 32) and no dynamic shared memory.
 Tf32x3ConfigInfo tf32x3_skinny_config_info(int config);
 // Its instance for 8 narrow rows in these storage orders, for cudaFuncGetAttributes and

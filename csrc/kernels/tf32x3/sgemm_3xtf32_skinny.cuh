@@ -25,22 +25,8 @@
 // bytes), and the lanes of a K slot read 128 contiguous bytes of P. Either way every sector
 // fetched is used, and a lane's values are the same registers, so the arithmetic is the
 // same. No shared memory in the K loop, no barrier: the next chunk's loads are issued before
-// the current chunk's MMAs.
-//
-// Bytes in flight. Registers hold two chunks a warp (the one computed, the next loading),
-// and they limit the resident warps (4 blocks of 4 warps an SM for 8 rows of Q, 2 for 32),
-// so a warp's one chunk in flight left DRAM at 63-73% of its peak (docs/history.md, step
-// 68); a third chunk in registers costs a block an SM (step 35). So each warp also asks L2
-// for its P lines kPrefetchChunks chunks beyond the next (prefetch.global.L2: no register,
-// no wait), and its loads find them there.
-//
-// A K split adds its slices in the kernel where the launch makes each tile's slices one
-// thread-block cluster (sm_90 and later; launch_sgemm_3xtf32_skinny): each block adds its
-// warps' sums in its shared memory, the cluster waits for all of them, and each block stores
-// a share of the tile, reading the slices' sums from their blocks' shared memory in slice
-// order, starting from zero, as the split-K reduction pass adds them: the same bits, without
-// the pass's launch, its workspace and its wait for the whole grid. Elsewhere the slices
-// are written as partials for that pass.
+// the current chunk's MMAs, and enough warps stream (4 blocks of 4 warps an SM for up to 16
+// rows of Q) to keep memory busy.
 //
 // Accuracy and special values as the tiled 3xTF32 kernel (sgemm_3xtf32.cuh, whose split,
 // MMA and passes this reuses): the split rounds both parts; the MMAs of one chunk accumulate
@@ -52,8 +38,6 @@
 // chunks, which is what a K split does for its slice: the partial sums meet in fp32 adds,
 // where +-Inf and NaN combine as in the fp32 product.
 #pragma once
-#include <cooperative_groups.h>
-
 #include <cstdint>
 
 #include "kernels/dependent_launch.cuh"  // allow_dependents
@@ -61,10 +45,6 @@
 #include "kernels/gemm_params.h"
 #include "kernels/tf32x3/sgemm_3xtf32.cuh"      // the split, the MMA, the passes and their checks
 #include "kernels/tf32x3/sgemm_3xtf32.h"          // kSkinnyBlockK
-
-#ifndef VECGEMM_NARROW_PREFETCH_CHUNKS
-#define VECGEMM_NARROW_PREFETCH_CHUNKS 2
-#endif
 
 namespace vecgemm {
 namespace tf32x3_skinny {
@@ -98,9 +78,6 @@ struct SkinnyShape {
   static constexpr int kMinBlocks = kQTiles == 1 ? 4 : kQTiles == 2 ? 3 : 2;
   static_assert(kQTiles == 1 || kQTiles == 2 || kQTiles == 4, "8, 16 or 32 rows of Q");
   static_assert(kMTiles == 2, "a lane's P rows across the tiles are one 16-byte load");
-  // Chunks of P a warp asks L2 for beyond the one its registers load next (the header's
-  // "Bytes in flight").
-  static constexpr int kPrefetchChunks = VECGEMM_NARROW_PREFETCH_CHUNKS;
 };
 
 // The K offset in a chunk of a lane's K slot (0-7), t = lane % 4.
@@ -167,33 +144,7 @@ template <class S>
 struct Rows {
   Lines<2 * S::kMTiles, S::kPAlongK> p;  // along K: row 2 i + h
   Lines<S::kQTiles, S::kQAlongK> q;
-  // The lane's share of the block's P to prefetch (null: none). Along K: one of the block's
-  // rows (lane (g, t) its row 2 (t / 2) + t % 2 = t), a chunk 128 bytes of it. Across K: the
-  // block's rows at K slot `lane` of a chunk (its rows' floats 0 .. prefetch_last).
-  const float* prefetch;
-  int prefetch_last;
 };
-
-__device__ __forceinline__ void prefetch_l2(const float* at) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(at));
-}
-
-// The lane's share of the chunk at k into L2 (no registers, no wait): its lines are read
-// from memory while the warp computes the chunks before it.
-template <class S>
-__device__ __forceinline__ void prefetch_chunk(const Rows<S>& rows, int k, int k_len, int lane) {
-  if (rows.prefetch == nullptr) return;
-  if constexpr (S::kPAlongK) {
-    const float* at = rows.prefetch + k;
-    prefetch_l2(at);
-    prefetch_l2(at + min(S::kChunk, k_len - k) - 1);  // its second line where unaligned
-  } else {
-    if (k + lane >= k_len) return;
-    const float* at = rows.prefetch + (k + lane) * rows.p.ld;
-    prefetch_l2(at);
-    prefetch_l2(at + rows.prefetch_last);
-  }
-}
 
 // The 16-byte unit at row + k, the K range ending at k_len: whole, partly (element by
 // element) or not at all inside it. A missing row reads as zeros. Without kVec4, element
@@ -351,18 +302,9 @@ __device__ __forceinline__ void warp_product(const Rows<S>& rows, int k_len, int
   const int chunks = (k_len + S::kChunk - 1) / S::kChunk;
   int chunk = warp;
   if (chunk >= chunks) return;
-  const int lane = threadIdx.x % 32;
-  // The registers load chunk + kWarps while chunk is computed; L2 is asked for the
-  // kPrefetchChunks after that.
-  constexpr int kAhead = (1 + S::kPrefetchChunks) * S::kWarps;
-#pragma unroll
-  for (int d = 2; d <= S::kPrefetchChunks; ++d)
-    if (chunk + d * S::kWarps < chunks) prefetch_chunk<S>(rows, (chunk + d * S::kWarps) * S::kChunk, k_len, lane);
   Chunk<S> current;
   load_chunk<S>(rows, chunk * S::kChunk, k_len, t, current);
   for (; chunk < chunks; chunk += S::kWarps) {
-    if (S::kPrefetchChunks > 0 && chunk + kAhead < chunks)
-      prefetch_chunk<S>(rows, (chunk + kAhead) * S::kChunk, k_len, lane);
     Chunk<S> next;
     if (chunk + S::kWarps < chunks) load_chunk<S>(rows, (chunk + S::kWarps) * S::kChunk, k_len, t, next);
     chunk_product<S, P>(current, row_scale, sum);
@@ -385,19 +327,9 @@ __device__ __forceinline__ void warp_sums(const Rows<S>& rows, int k_len, int wa
       [](bool b) { return __any_sync(0xffffffffu, b) != 0; }, [] {});
 }
 
-// The blocks of this block's thread-block cluster: the K slices a launch asks the kernel to
-// add (the header's "A K split"), or 1 (no cluster, and before sm_90, which has none).
-__device__ __forceinline__ int slices_in_cluster() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  return int(cooperative_groups::this_cluster().num_blocks());
-#else
-  return 1;
-#endif
-}
-
 // grid.x: P tiles x Q tiles, Q's fastest (the blocks sharing a tile of P run together, so
 // a second Q tile reads it from L2); grid.z: batch * k_splits. D = alpha * A @ B + beta * C,
-// or, when p.k_splits > 1 and no cluster holds a tile's slices, split-K partials.
+// or split-K partials when p.k_splits > 1.
 template <class S>
 __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32_skinny(const GemmParams p) {
   allow_dependents();  // a split-K reduction after it may launch now
@@ -442,13 +374,6 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32_skinn
     const int r = q0 + q_row<S>(0, g);  // the first of the lane's kQTiles consecutive rows
     rows.q = {r < q_extent ? q_base + r : nullptr, min(q_extent - r, S::kQTiles), narrow.ld};
   }
-  if constexpr (S::kPAlongK) {
-    const int r = p0 + p_row<S>(t / 2, t % 2, g);
-    rows.prefetch = r < p_extent ? p_base + int64_t(r) * wide.ld : nullptr;
-  } else {
-    rows.prefetch = p_base + p0;
-    rows.prefetch_last = min(S::kPRows, p_extent - p0) - 1;
-  }
 
   float sum[S::kMTiles][S::kNTiles][4];
   warp_sums<S>(rows, k_len, warp, t, sum);
@@ -467,61 +392,20 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_3xtf32_skinn
   // rows (D[q][p]), Q's for few columns (D[p][q]).
   constexpr int kRun = S::kFewRows ? S::kPRows : S::kQRows;
   constexpr int kGroups = S::kPRows * S::kQRows / 4;
-  auto group_at = [&](int item, int& pr0, int& qr0, int& row, int& col) {
+  for (int item = threadIdx.x; item < kGroups; item += S::kThreads) {
     const int line = item / (kRun / 4), first = item % (kRun / 4) * 4;
-    pr0 = S::kFewRows ? first : line, qr0 = S::kFewRows ? line : first;
-    row = S::kFewRows ? q0 + line : p0 + line;
-    col = S::kFewRows ? p0 + first : q0 + first;
-  };
-  // Element e of a group at (pr0, qr0): along P's rows for few rows, Q's for few columns.
-  constexpr int kStepP = S::kFewRows ? 1 : 0, kStepQ = S::kFewRows ? 0 : 1;
-  // The block's sums of the group at (pr0, qr0), its warps' added in warp order.
-  auto block_sums = [&](int pr0, int qr0, float (&v)[4]) {
+    float v[4];
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const int pr = pr0 + kStepP * e, qr = qr0 + kStepQ * e;
-      v[e] = partial[0][pr][qr];
+      const int pr = S::kFewRows ? first + e : line, qr = S::kFewRows ? line : first + e;
+      float total = partial[0][pr][qr];
 #pragma unroll
-      for (int w = 1; w < S::kWarps; ++w) v[e] += partial[w][pr][qr];
+      for (int w = 1; w < S::kWarps; ++w) total += partial[w][pr][qr];
+      v[e] = total;
     }
-  };
-  if (slices_in_cluster() == 1) {
-    for (int item = threadIdx.x; item < kGroups; item += S::kThreads) {
-      int pr0, qr0, row, col;
-      group_at(item, pr0, qr0, row, col);
-      float v[4];
-      block_sums(pr0, qr0, v);
-      store_result4(p, split_id, batch, row, col, v);
-    }
-  } else {
-#if __CUDA_ARCH__ >= 900
-    // The header's "A K split": the cluster is the tile's p.k_splits slices, block rank s
-    // computing slice s (the launch's cluster spans grid.z's slices of one batch).
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    for (int item = threadIdx.x; item < kGroups; item += S::kThreads) {
-      int pr0, qr0, row, col;
-      group_at(item, pr0, qr0, row, col);
-      float v[4];
-      block_sums(pr0, qr0, v);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) partial[0][pr0 + kStepP * e][qr0 + kStepQ * e] = v[e];  // this thread's alone
-    }
-    cluster.sync();  // every slice's sums in its block's partial[0]
-    const int share = (kGroups + p.k_splits - 1) / p.k_splits;
-    const int end = min(kGroups, (split_id + 1) * share);
-    for (int item = split_id * share + threadIdx.x; item < end; item += S::kThreads) {
-      int pr0, qr0, row, col;
-      group_at(item, pr0, qr0, row, col);
-      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int s = 0; s < p.k_splits; ++s) {
-        const float* slice = cluster.map_shared_rank(&partial[0][0][0], s);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) v[e] += slice[(pr0 + kStepP * e) * (S::kQRows + 1) + qr0 + kStepQ * e];
-      }
-      store_output4(p, batch, row, col, v);
-    }
-    cluster.sync();  // no block leaves (its shared memory with it) while another reads it
-#endif
+    const int row = S::kFewRows ? q0 + line : p0 + line;
+    const int col = S::kFewRows ? p0 + first : q0 + first;
+    store_result4(p, split_id, batch, row, col, v);
   }
 #else
   __trap();  // no TF32 MMA before sm_80; never launched there
