@@ -95,31 +95,26 @@ Reason refuses_few_columns(const ProblemKey& key);
 // narrow-side kernel last: only for M (few rows) or N (few columns) at most
 // kSkinnyMaxNarrow, where it reads the wide operand once at memory's pace instead of
 // computing 64- or 128-row tiles of padding.
-// The floors (relative Frobenius, randn, u = 2^-24; measured on the H200 beside cuBLAS's
-// error on the random sweep's problems, benchmarks/probes/precision_choice.py): the mma.sync
-// kernels' 4.2-5.2 u (docs/history.md, step 46), where 3xTF32 needs fp32 sums of 512
-// products, room for cuBLAS splitting up to ~3x more than the IEEE plan; the wgmma kernel's
-// 2.2-2.7 u up to K = 4096 (4 of a K tile's 12 wgmma truncate at the tile sum's size,
-// sgemm_3xtf32_wgmma.cuh), within torch.matmul's error on every problem of seed 0 whose
-// IEEE plan sums 96 products or more (at most 0.94x; 1.33x at 92), so 128. The narrow-side
-// kernel's, 2.1-2.6 u up to K = 4096 with its small terms in an accumulator of their own
-// (measured on an H100 beside the wgmma kernel's 2.2-2.7 u, benchmarks/probes/
-// tf32x3_error_floor.py --narrow 8,32; docs/history.md, step 59), takes the wgmma's 128.
-// Since the tile sums give the truncations' loss back (step 65) the floors are lower, up to
-// K = 1024 on an H100: wgmma and the narrow side 1.7-2.3 u, within cuBLAS's error from
-// K = 32; mma.sync 2.8-3.0 u, from K = 128. The sums above stay as fitted until the sweeps'
-// problems are measured again (precision_choice, on the H200 whose records the plans are
-// checked against).
+// The floors (relative Frobenius, randn, u = 2^-24), and the fp32 sums each row serves from:
+// the worst ratio of a row's error to torch.matmul's among the random sweeps' problems whose
+// IEEE plan sums at least L products a chain, every row forced (benchmarks/probes/
+// precision_choice.py, seeds 0 / 1, with the truncations' loss given back in the tile sums;
+// docs/history.md, step 66). The wgmma kernel 0.75 / 0.80 from L = 128, 0.75 / 1.09 from 96,
+// so 128 (its floor 1.7-2.3 u up to K = 1024: 4 of a K tile's 12 wgmma truncate at the tile
+// sum's size, sgemm_3xtf32_wgmma.cuh). The narrow-side kernel 0.67 / 1.11 from 96 (its
+// small terms in an accumulator of their own, step 59), so the wgmma's 128. The mma.sync
+// kernels 0.85 / 0.80 from 256, 0.89 / 1.22 from 192 (their floor 2.8-3.0 u: they order the
+// terms by K step), so 256.
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
      &sgemm_3xtf32_wgmma_available, nullptr, 128},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, 512},
+     nullptr, nullptr, nullptr, nullptr, 256},
     {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, 512},
+     nullptr, nullptr, nullptr, nullptr, 256},
     {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, 512},
+     nullptr, nullptr, nullptr, nullptr, 256},
     {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
      &tf32x3_skinny_row::refuses_few_rows, 128},
