@@ -96,12 +96,12 @@ def test_3xtf32_declined_below_its_accuracy_floor(h200_like):
 
 @pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
 def test_each_row_serves_from_its_own_floor(h200_like):
-    """fp32 sums of 192 products: within the wgmma kernel's floor (128), under the mma.sync
-    kernels' (256, tf32x3_rows.h), so a GPU without wgmma keeps such a product in fp32."""
-    assert plan(h200_like, 4096, 4096, 192, "rc", precision="3xtf32")["kernel"] == WGMMA
+    """fp32 sums of 256 products: within the wgmma kernel's floor (128), under the mma.sync
+    kernels' (512, tf32x3_rows.h), so a GPU without wgmma keeps such a product in fp32."""
+    assert plan(h200_like, 4096, 4096, 256, "rc", precision="3xtf32")["kernel"] == WGMMA
     ampere = _testing.add_recorded_device(facts(80, 108, {WGMMA: "needs sm_90a"}))
-    p = plan(ampere, 4096, 4096, 192, "rc", precision="3xtf32")
-    assert p["precision"] == "ieee" and "below 256" in p["precision_fallback"], p
+    p = plan(ampere, 4096, 4096, 256, "rc", precision="3xtf32")
+    assert p["precision"] == "ieee" and "below 512" in p["precision_fallback"], p
     assert "below 128" in plan(h200_like, 2048, 2048, 64, precision="3xtf32")["precision_fallback"]
 
 

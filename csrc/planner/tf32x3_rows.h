@@ -103,18 +103,20 @@ Reason refuses_few_columns(const ProblemKey& key);
 // so 128 (its floor 1.7-2.3 u up to K = 1024: 4 of a K tile's 12 wgmma truncate at the tile
 // sum's size, sgemm_3xtf32_wgmma.cuh). The narrow-side kernel 0.67 / 1.11 from 96 (its
 // small terms in an accumulator of their own, step 59), so the wgmma's 128. The mma.sync
-// kernels 0.85 / 0.80 from 256, 0.89 / 1.22 from 192 (their floor 2.8-3.0 u: they order the
-// terms by K step), so 256.
+// kernels 0.85 / 0.80 from 256 (their floor 2.8-3.0 u: they order the terms by K step), but
+// 512: from 256 the H200 planned two sweep problems on them (1515x129x5700 and
+// 102x1569x8008 cc, split-k 7 and 10) that ran 0.980x and 0.975x torch.matmul, priced
+// faster than it (docs/history.md, step 70).
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
     {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
      &sgemm_3xtf32_wgmma_available, nullptr, 128},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, 256},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, 256},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_128x128_mma", 80, 0, 32, 0, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
-     nullptr, nullptr, nullptr, nullptr, 256},
+     nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_few_rows_mma", 80, 0, kSkinnyBlockK, kSkinnyFewRows, &tf32x3_skinny_config_info,
      &tf32x3_skinny_kernel_entry, &tf32x3_skinny_row::launch, nullptr, nullptr, nullptr,
      &tf32x3_skinny_row::refuses_few_rows, 128},
