@@ -60,10 +60,8 @@ constexpr int kNarrowRestoreUlps = 1;
 // kQTiles: MMA tiles of 8 narrow rows (Q) a block; kFewRows: Q is A (few rows of the
 // output), else B's columns (few columns); kPAlongK, kQAlongK: P's and Q's rows are
 // K-contiguous in memory (else their K slots are: the header's "How"); kVec4: both operands
-// 16-byte aligned (pointer, leading dimension, batch stride), else read 4 bytes at a time;
-// kWarps: the warps that take a block's K chunks in turn (4 in the library's instances).
-template <int kQTiles_, bool kFewRows_, bool kPAlongK_ = true, bool kQAlongK_ = true, bool kVec4_ = true,
-          int kWarps_ = 4>
+// 16-byte aligned (pointer, leading dimension, batch stride), else read 4 bytes at a time.
+template <int kQTiles_, bool kFewRows_, bool kPAlongK_ = true, bool kQAlongK_ = true, bool kVec4_ = true>
 struct SkinnyShape {
   static constexpr int kQTiles = kQTiles_;
   static constexpr bool kFewRows = kFewRows_;
@@ -72,13 +70,12 @@ struct SkinnyShape {
   // The names tf32x3's helpers (any_nan, rescale_rows, ...) read the accumulators by.
   static constexpr int kMTiles = 2, kNTiles = kQTiles;
   static constexpr int kPRows = 16 * kMTiles, kQRows = 8 * kQTiles;
-  static constexpr int kWarps = kWarps_, kThreads = 32 * kWarps;
-  static constexpr int kChunk = 32;  // K a warp takes at a time
-  static_assert(kSkinnyBlockK % kChunk == 0, "the planner's slices are whole chunks");
-  // Registers: 8 rows of Q fit 128 a thread (4 blocks of 4 warps an SM), 16 fit 168 (3), 32
-  // take 255 (2); more warps a block, fewer blocks.
-  static constexpr int kMinBlocks = (kQTiles == 1 ? 16 : kQTiles == 2 ? 12 : 8) / kWarps;
-  static_assert(kMinBlocks >= 1, "the warps' registers fit the register file");
+  static constexpr int kWarps = 4, kThreads = 32 * kWarps;
+  static constexpr int kChunk = 32;              // K a warp takes at a time
+  static constexpr int kBK = kChunk * kWarps;    // K the block takes at a time
+  static_assert(kBK == kSkinnyBlockK, "the planner splits K in slices of kSkinnyBlockK");
+  // Registers: 8 rows of Q fit 128 a thread (4 blocks an SM), 16 fit 168 (3), 32 take 255 (2).
+  static constexpr int kMinBlocks = kQTiles == 1 ? 4 : kQTiles == 2 ? 3 : 2;
   static_assert(kQTiles == 1 || kQTiles == 2 || kQTiles == 4, "8, 16 or 32 rows of Q");
   static_assert(kMTiles == 2, "a lane's P rows across the tiles are one 16-byte load");
 };
