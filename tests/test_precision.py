@@ -576,6 +576,54 @@ def test_wgmma_makes_parts_as_the_split_pass_does(layout, batch, m, n, rng):
         torch.testing.assert_close(ours, passes, rtol=0.0, atol=0.0, equal_nan=True, msg=lambda m: f"{chosen}: {m}")
 
 
+WGMMA_64 = "tf32x3_128x64_wgmma"
+
+
+@gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("batch", [None, "batched", "broadcast B"])
+@pytest.mark.parametrize("splits", [1, 3])
+def test_wgmma_64_wide_tiles(layout, batch, splits, rng):
+    """The wgmma form's 64-wide tiles, for N <= 64 (tall-skinny products): ragged M, N and K
+    in every storage order, batched and broadcast, one K slice and three. Each tile's sums
+    are the 128-wide tiles' (the same wgmma K steps in the same order, over half the
+    columns), so the two give the same bits at the same split, special values included: a
+    tile an Inf or NaN reaches is recomputed by the mma.sync kernel's tiles of the same
+    shape (128 x 64 or 128 x 128), which compute each element alike. Beyond 64 columns the
+    row refuses and names the 128-wide one."""
+    m, k = 700, 1031  # 5.5 tiles of 128 rows; K past whole tiles of 32
+    lead = None if batch is None else 2
+    knob = torch_vecgemm._C._testing.set_tf32x3_splits
+    for n in (64, 37, 1):
+        A = make_operand(rng, m, k, layout[0], batch=lead)
+        B = make_operand(rng, k, n, layout[1], batch=None if batch != "batched" else lead)
+        if batch == "broadcast B":
+            B = B.expand(lead, k, n)
+        C = randn(rng, n)
+        why = torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA_64)
+        if why is not None:
+            pytest.skip(f"{WGMMA_64} does not run here: {why}")
+        knob(splits)
+        try:
+            assert torch_vecgemm.plan(A, B, C, variant=WGMMA_64).split_k == splits
+            poison_allocator((*A.shape[:-1], n))
+            assert_gemm_close(ops.sgemm(A, B, C, 0.75, -0.5, WGMMA_64, "3xtf32"), A, B, C, 0.75, -0.5)
+            A[..., 3, 5], A[..., 300, 7] = float("inf"), -float("inf")
+            if B.stride(0) != 0 and n > 1:  # (with one column, a NaN there leaves nothing finite)
+                B[..., 9, 0] = float("nan")
+            poison_allocator((*A.shape[:-1], n))
+            ours = ops.sgemm(A, B, C, 0.75, -0.5, WGMMA_64, "3xtf32")
+            poison_allocator((*A.shape[:-1], n))
+            wide = ops.sgemm(A, B, C, 0.75, -0.5, WGMMA, "3xtf32")
+        finally:
+            knob(0)
+        _assert_specials_as(ours, 0.75 * _cublas(A, B) - 0.5 * C)
+        torch.testing.assert_close(ours, wide, rtol=0.0, atol=0.0, equal_nan=True, msg=lambda msg: f"N {n}: {msg}")
+    wide_b = make_operand(rng, k, 65, layout[1])
+    why = torch_vecgemm.fallback_reason(make_operand(rng, m, k, layout[0]), wide_b, variant=WGMMA_64)
+    assert why is not None and "at most 64 columns" in why and WGMMA in why, why
+
+
 # ---- on the GPU: accuracy against cuBLAS ----------------------------------------------------------
 
 

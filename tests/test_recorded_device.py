@@ -20,12 +20,13 @@ pytestmark = requires_kernels
 _testing = torch_vecgemm._C._testing
 RECORDS = os.path.join(os.path.dirname(__file__), "..", "benchmarks", "records", "h200")
 WGMMA = "tf32x3_128x128_wgmma"
+WGMMA_64 = "tf32x3_128x64_wgmma"
 
 
 def _row_blocks(row):
-    """A 3xTF32 row's resident blocks as on the H200: one of a 128 x 128 tile, four of the
-    narrow-side kernel, two of the others."""
-    return 1 if "128x128" in row else 4 if "_few_" in row else 2
+    """A 3xTF32 row's resident blocks as on the H200: one of a 128 x 128 tile or of the wgmma
+    kernel (192 KB of stages), four of the narrow-side kernel, two of the others."""
+    return 1 if "128x128" in row or row.endswith("_wgmma") else 4 if "_few_" in row else 2
 
 
 def facts(capability=90, sms=132, violations=None, name="facts built by the test"):
@@ -51,13 +52,17 @@ def plan(device, m, n, k, orders="rr", precision="ieee", aligned=True):
 def test_a_named_kernel_is_planned_and_priced_as_the_strict_op_would(h200_like):
     # How the model prices a kernel it did not choose: the strict op's plan on that kernel.
     # Each row on a shape it takes, and the narrow-side rows refusing what they do not.
+    few_columns = ("tf32x3_few_cols_mma", WGMMA_64)
     for row in TF32X3_KERNELS:
-        p = _testing.recorded_plan(h200_like, 32, 4096, 4096, "rc", True, True, variant=row) if row != "tf32x3_few_cols_mma" \
-            else _testing.recorded_plan(h200_like, 4096, 32, 4096, "rc", True, True, variant=row)
+        m, n = (4096, 32) if row in few_columns else (32, 4096)
+        p = _testing.recorded_plan(h200_like, m, n, 4096, "rc", True, True, variant=row)
         assert (p["family"], p["kernel"], p["precision"]) == ("tf32x3", row, "3xtf32"), p
         assert p["predicted_us"] > 0 and p["split_k"] >= 1, p
     with pytest.raises(RuntimeError, match="takes at most 32 rows"):
         _testing.recorded_plan(h200_like, 64, 4096, 4096, "rc", True, True, variant="tf32x3_few_rows_mma")
+    if WGMMA_64 in TF32X3_KERNELS:
+        with pytest.raises(RuntimeError, match="takes at most 64 columns"):
+            _testing.recorded_plan(h200_like, 4096, 65, 4096, "rc", True, True, variant=WGMMA_64)
     p = _testing.recorded_plan(h200_like, 512, 512, 512, "rr", True, True, variant=TILINGS[0])
     assert p["family"] in ("tiled", "async") and p["kernel"] == TILINGS[0], p
     with pytest.raises(RuntimeError, match="unknown variant 'no_such_kernel'"):
@@ -85,6 +90,17 @@ def test_3xtf32_takes_wgmma_where_it_runs_and_mma_sync_elsewhere(h200_like):
     # without the wgmma row gives such products to fp32 rather than run them slower.
     no_wgmma = _testing.add_recorded_device(facts(90, 132, {WGMMA: "not built"}))
     assert "not predicted faster" in plan(no_wgmma, 4096, 4096, 4096, precision="3xtf32")["precision_fallback"]
+
+
+@pytest.mark.skipif(WGMMA_64 not in TF32X3_KERNELS, reason="no wgmma row in this build")
+def test_tall_skinny_products_take_the_64_wide_wgmma_tiles(h200_like):
+    """N <= 64: the 128-wide tiles would compute half padding, so the 64-wide ones run the
+    model's tall-skinny shape (16384 x 64 x 4096, which the 128-wide tiles left to fp32) and
+    the ones a little narrower; wider, the 128-wide tiles, as before."""
+    for n in (64, 48):
+        p = plan(h200_like, 16384, n, 4096, precision="3xtf32")
+        assert (p["family"], p["kernel"]) == ("tf32x3", WGMMA_64), p
+    assert plan(h200_like, 16384, 128, 4096, precision="3xtf32")["kernel"] == WGMMA
 
 
 def test_3xtf32_declined_below_its_accuracy_floor(h200_like):

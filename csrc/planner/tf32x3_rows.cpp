@@ -35,6 +35,16 @@ Reason refuses_few_columns(const ProblemKey& key) {
 }
 }  // namespace tf32x3_skinny_row
 
+namespace tf32x3_wgmma_row {
+Reason refuses_wide(const ProblemKey& key) {
+  constexpr int kWidth = 64;
+  if (key.n > kWidth)
+    return "tf32x3_128x64_wgmma takes at most " + std::to_string(kWidth) + " columns of B (N is " +
+           std::to_string(key.n) + "); tf32x3_128x128_wgmma takes wider products";
+  return std::nullopt;
+}
+}  // namespace tf32x3_wgmma_row
+
 std::optional<int> tf32x3_row_of(const std::string& name) {
   for (int r = 0; r < kNumTf32x3Rows; ++r)
     if (name == kTf32x3Rows[r].name) return r;

@@ -35,7 +35,7 @@ struct Tf32x3Row {
                  void* scratch, cudaStream_t stream);
   // Scratch the kernel needs besides the split-K partials (the wgmma form's TF32 parts of
   // A and B and its flags), or none.
-  size_t (*scratch_bytes)(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits);
+  size_t (*scratch_bytes)(int config, const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits);
   // A row with a split pass before its kernel (the wgmma form): the operands its kernel can
   // split itself instead, so that the planner chooses, per problem, which the pass takes.
   // None: no split pass.
@@ -61,11 +61,10 @@ inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool v
 }  // namespace tf32x3_mma_row
 
 namespace tf32x3_wgmma_row {
-inline Tf32x3ConfigInfo info(int) { return tf32x3_wgmma_config_info(); }
-inline const void* entry(int, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(); }
-inline void launch(int, const GemmParams& p, Layout la, Layout lb, bool, SplitOperands kernel_splits, void* scratch,
-                   cudaStream_t stream) {
-  launch_sgemm_3xtf32_wgmma(p, la, lb, kernel_splits, scratch, dependent_launch_enabled(), stream);
+inline const void* entry(int config, Layout, Layout, bool) { return tf32x3_wgmma_kernel_entry(config); }
+inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool, SplitOperands kernel_splits,
+                   void* scratch, cudaStream_t stream) {
+  launch_sgemm_3xtf32_wgmma(config, p, la, lb, kernel_splits, scratch, dependent_launch_enabled(), stream);
 }
 // A K-contiguous operand (A row-major, B column-major) when both are 16-byte aligned: TMA
 // reads it as fp32. The launch's rule (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at
@@ -84,9 +83,18 @@ Reason refuses_few_rows(const ProblemKey& key);
 Reason refuses_few_columns(const ProblemKey& key);
 }  // namespace tf32x3_skinny_row
 
+namespace tf32x3_wgmma_row {
+// The 64-wide tiling is for N <= 64, the products the 128-wide one computes half of as
+// padding; wider, the 128-wide one does the same work in half the tiles.
+Reason refuses_wide(const ProblemKey& key);
+}  // namespace tf32x3_wgmma_row
+
 // The wgmma form where it runs: 2.1x cuBLAS fp32 at 4096^3 against the mma.sync form's
 // 1.1x on the H200 (docs/history.md, step 31), but it pays a split pass over the
-// operands it cannot split itself, which small-M problems do not earn back (step 32). 128 x 64: two blocks of 4
+// operands it cannot split itself, which small-M problems do not earn back (step 32). Its
+// 128 x 64 tiles only for N <= 64 (tall-skinny products), which 128 x 128 tiles compute half
+// of as padding; the same K tile's sums in the same order, so the same floor. The mma.sync
+// form's 128 x 64: two blocks of 4
 // warps per SM measured faster than one of 8 at every size on the H200 with the kernel's
 // earlier 64 x 64 warps, and with its 64 x 32 warps at 2048^3 and 4096^3 (not at 8192^3,
 // 1.4% slower). 128 x 128 needs 128 KB of shared memory a block, which sm_86 and sm_89
@@ -108,9 +116,12 @@ Reason refuses_few_columns(const ProblemKey& key);
 // 102x1569x8008 cc, split-k 7 and 10) that ran 0.980x and 0.975x torch.matmul, priced
 // faster than it (docs/history.md, step 70).
 inline constexpr Tf32x3Row kTf32x3Rows[] = {
-    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_row::info, &tf32x3_wgmma_row::entry,
+    {"tf32x3_128x128_wgmma", 90, 90, 32, 0, &tf32x3_wgmma_config_info, &tf32x3_wgmma_row::entry,
      &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
      &sgemm_3xtf32_wgmma_available, nullptr, 128},
+    {"tf32x3_128x64_wgmma", 90, 90, 32, 1, &tf32x3_wgmma_config_info, &tf32x3_wgmma_row::entry,
+     &tf32x3_wgmma_row::launch, &sgemm_3xtf32_wgmma_scratch_bytes, &tf32x3_wgmma_row::kernel_can_split,
+     &sgemm_3xtf32_wgmma_available, &tf32x3_wgmma_row::refuses_wide, 128},
     {"tf32x3_128x64_mma", 80, 0, 32, 1, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,
      nullptr, nullptr, nullptr, nullptr, 512},
     {"tf32x3_64x128_mma", 80, 0, 32, 2, &tf32x3_config_info, &tf32x3_kernel_entry, &tf32x3_mma_row::launch,

@@ -133,7 +133,7 @@ void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
     // work up to here is done, so it can be released as soon as the launches are queued.
     at::Tensor scratch;
     if (row.scratch_bytes != nullptr)
-      scratch = at::empty({int64_t(row.scratch_bytes(q, key.la, key.lb, tiling.kernel_splits))},
+      scratch = at::empty({int64_t(row.scratch_bytes(row.config, q, key.la, key.lb, tiling.kernel_splits))},
                           at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
     row.launch(row.config, q, key.la, key.lb, key.vec4, tiling.kernel_splits,
                scratch.defined() ? scratch.data_ptr() : nullptr, stream);

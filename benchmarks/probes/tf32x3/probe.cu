@@ -53,6 +53,8 @@ static const int kWgmma = vecgemm::kNumTf32x3Configs;
 // The wgmma form as this probe measures it: both operands through the split pass (the
 // kernel splitting one itself is the library's choice per problem, tests/test_precision.py).
 static const vecgemm::SplitOperands kPassSplitsBoth{false, false};
+// Its 128 x 128 tiles (config 0 of launch_sgemm_3xtf32_wgmma).
+static const int kWgmmaTiles = 0;
 static bool g_wgmma = false;
 static bool is_wgmma(int c) { return c == kWgmma; }
 static const char* config_name(int c) {
@@ -62,7 +64,7 @@ static const char* config_name(int c) {
 // One call of the kernel under test (config as in Case), with the wgmma form's scratch.
 static void launch(int config, const GemmParams& p, Layout la, Layout lb, bool vec4, void* scratch) {
   if (is_wgmma(config)) {
-    vecgemm::launch_sgemm_3xtf32_wgmma(p, la, lb, kPassSplitsBoth, scratch, true, 0);
+    vecgemm::launch_sgemm_3xtf32_wgmma(kWgmmaTiles, p, la, lb, kPassSplitsBoth, scratch, true, 0);
   } else if (config < 0) {
     vecgemm::launch_sgemm_3xtf32(p, la, lb, vec4, 0);
   } else {
@@ -276,7 +278,7 @@ static std::vector<float> run_kernel(const Case& cs, const Operand& A, const Ope
     CK(cudaMalloc(&p.workspace, partials * 4));
     CK(cudaMemcpy(p.workspace, poison.data(), partials * 4, cudaMemcpyHostToDevice));
   }
-  if (is_wgmma(cs.config)) CK(cudaMalloc(&ws, std::max<size_t>(vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p, cs.la, cs.lb, kPassSplitsBoth), 256)));
+  if (is_wgmma(cs.config)) CK(cudaMalloc(&ws, std::max<size_t>(vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(kWgmmaTiles, p, cs.la, cs.lb, kPassSplitsBoth), 256)));
   launch(cs.config, p, cs.la, cs.lb, vec4, ws);
   CK(cudaDeviceSynchronize());
   if (ws) CK(cudaFree(ws));
@@ -519,7 +521,7 @@ static void time_square(int s, Layout la, Layout lb, const std::vector<int>& con
   p.a = {a, s, 0}, p.b = {b, s, 0};
   p.d = d, p.d_ld = s, p.alpha = 1.0f, p.beta = 0.0f, p.k_splits = 1, p.k_slice = s, p.d_vec4 = true;
   void* ws = nullptr;
-  if (g_wgmma) CK(cudaMalloc(&ws, vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(p, la, lb, kPassSplitsBoth)));
+  if (g_wgmma) CK(cudaMalloc(&ws, vecgemm::sgemm_3xtf32_wgmma_scratch_bytes(kWgmmaTiles, p, la, lb, kPassSplitsBoth)));
   const double flop = 2.0 * s * s * double(s);
   const float one = 1.0f, zero = 0.0f;
   const cublasOperation_t opa = la == Layout::RowMajor ? CUBLAS_OP_N : CUBLAS_OP_T;
@@ -533,7 +535,7 @@ static void time_square(int s, Layout la, Layout lb, const std::vector<int>& con
     printf(" | %s %7.3f ms %6.1f TFLOP/s x%.2f", config_name(c), t, flop / t / 1e9, t_cub / t);
     if (is_wgmma(c)) {
       // The split pass alone, and the rest (wgmma kernel + fix-up launch) by difference.
-      const double ts = median_ms([&] { vecgemm::launch_sgemm_3xtf32_wgmma_split(p, la, lb, kPassSplitsBoth, ws, 0); });
+      const double ts = median_ms([&] { vecgemm::launch_sgemm_3xtf32_wgmma_split(kWgmmaTiles, p, la, lb, kPassSplitsBoth, ws, 0); });
       printf(" (split %.3f ms, kernel %.1f TFLOP/s)", ts, flop / (t - ts) / 1e9);
     }
   }
@@ -575,8 +577,8 @@ int main(int argc, char** argv) {
 
   g_wgmma = vecgemm::sgemm_3xtf32_wgmma_available();
   if (g_wgmma) {
-    const auto info = vecgemm::tf32x3_wgmma_config_info();
-    const void* fn = vecgemm::tf32x3_wgmma_kernel_entry();
+    const auto info = vecgemm::tf32x3_wgmma_config_info(kWgmmaTiles);
+    const void* fn = vecgemm::tf32x3_wgmma_kernel_entry(kWgmmaTiles);
     cudaFuncAttributes at;
     CK(cudaFuncGetAttributes(&at, fn));
     CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, info.smem_bytes));

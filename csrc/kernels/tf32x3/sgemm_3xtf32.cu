@@ -55,23 +55,22 @@ void launch_shape(const GemmParams& p, Layout la, Layout lb, bool vec4, cudaStre
   launch_over_batch(fn, p, tiles, S::kThreads, S::kSmemBytes, stream, "sgemm_3xtf32");
 }
 
-template <Layout LA, Layout LB>
+template <class S, Layout LA, Layout LB>
 constexpr const void* fixup_instance() {
-  return (const void*)&tf32x3::sgemm_3xtf32_fixup<Shape128x128, LA, LB, false>;
+  return (const void*)&tf32x3::sgemm_3xtf32_fixup<S, LA, LB, false>;
 }
 
-}  // namespace
-
-// Scalar copies only: vec4 changes how the tiles travel, not what the kernel computes, and
-// the fix-up's rare tiles do not pay for four more instances.
-void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, bool overlap,
-                               cudaStream_t stream) {
-  using S = Shape128x128;
-  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+template <class S>
+const void* fixup_entry(Layout la, Layout lb) {
   using L = Layout;
   const bool ar = la == L::RowMajor, br = lb == L::RowMajor;
-  const void* fn = ar ? (br ? fixup_instance<L::RowMajor, L::RowMajor>() : fixup_instance<L::RowMajor, L::ColMajor>())
-                      : (br ? fixup_instance<L::ColMajor, L::RowMajor>() : fixup_instance<L::ColMajor, L::ColMajor>());
+  return ar ? (br ? fixup_instance<S, L::RowMajor, L::RowMajor>() : fixup_instance<S, L::RowMajor, L::ColMajor>())
+            : (br ? fixup_instance<S, L::ColMajor, L::RowMajor>() : fixup_instance<S, L::ColMajor, L::ColMajor>());
+}
+
+template <class S>
+void launch_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, bool overlap, cudaStream_t stream) {
+  const void* fn = fixup_entry<S>(la, lb);
   prepare(fn, S::kSmemBytes);
   int sms = 0;
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, current_device());
@@ -84,6 +83,18 @@ void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const 
   const cudaError_t e = launch_overlapping(fn, dim3(std::max(1, sms)), dim3(S::kThreads), S::kSmemBytes, args, stream, overlap);
   if (e != cudaSuccess) fail(std::string("launch failed: ") + cudaGetErrorString(e));
   check_launch();
+}
+
+}  // namespace
+
+// Scalar copies only: vec4 changes how the tiles travel, not what the kernel computes, and
+// the fix-up's rare tiles do not pay for four more instances.
+void launch_sgemm_3xtf32_fixup(int config, const GemmParams& p, Layout la, Layout lb, const int* flags, bool overlap,
+                               cudaStream_t stream) {
+  if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
+  if (config == 0) return launch_fixup<Shape128x128>(p, la, lb, flags, overlap, stream);
+  if (config == 1) return launch_fixup<Shape128x64>(p, la, lb, flags, overlap, stream);
+  fail("no fix-up for config " + std::to_string(config));
 }
 
 Tf32x3ConfigInfo tf32x3_config_info(int config) {

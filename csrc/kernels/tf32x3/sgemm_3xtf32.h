@@ -32,11 +32,12 @@ void launch_sgemm_3xtf32_config(int config, const GemmParams& p, Layout la, Layo
 // The __global__ function of one instance, for cudaFuncGetAttributes and occupancy queries.
 const void* tf32x3_kernel_entry(int config, Layout la, Layout lb, bool vec4);
 
-// Recomputes, as config 0 (128 x 128) computes them, the tiles whose flag is nonzero:
-// flags[z * tiles + pid], z = batch * k_splits + split, pid in the kernels' raster order.
-// The wgmma kernel's pass for NaN, Inf and tiny results (sgemm_3xtf32_wgmma.cuh); overlap:
-// launched to overlap that kernel's end (programmatic dependent launch, sm_90).
-void launch_sgemm_3xtf32_fixup(const GemmParams& p, Layout la, Layout lb, const int* flags, bool overlap,
+// Recomputes, as config 0 (128 x 128) or 1 (128 x 64) computes them, the tiles whose flag
+// is nonzero: flags[z * tiles + pid], z = batch * k_splits + split, pid in the kernels'
+// raster order. The wgmma kernel's pass for NaN, Inf and tiny results
+// (sgemm_3xtf32_wgmma.cuh); overlap: launched to overlap that kernel's end (programmatic
+// dependent launch, sm_90).
+void launch_sgemm_3xtf32_fixup(int config, const GemmParams& p, Layout la, Layout lb, const int* flags, bool overlap,
                                cudaStream_t stream);
 
 // ---- the Hopper form (sgemm_3xtf32_wgmma.cuh): wgmma, sm_90a only ----
@@ -50,23 +51,28 @@ struct SplitOperands {
 // mma.sync kernel over the tiles with NaN, Inf or results below 2^-90. kernel_splits: the
 // operands the kernel splits itself instead, where TMA can read them as they are
 // (K-contiguous, 16-byte aligned; the others go through the split pass whatever it says).
-// scratch must hold sgemm_3xtf32_wgmma_scratch_bytes(p, la, lb, kernel_splits) bytes,
+// scratch must hold sgemm_3xtf32_wgmma_scratch_bytes(config, p, la, lb, kernel_splits) bytes,
 // 256-byte aligned, and may not overlap A, B, C, D or p.workspace. Any alignment is taken,
 // so there is no vec4. Throws "not built for this GPU" where the device is not sm_90 or
 // the build had no sm_90a target (TORCH_CUDA_ARCH_LIST with 9.0a). overlap: the kernel and
 // the fix-up launched to overlap the pass before each (programmatic dependent launch).
-size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits);
-void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
-                               bool overlap, cudaStream_t stream);
+// config: the output tiles, 0: 128 x 128, 1: 128 x 64 (for N <= 64, where 128 columns would
+// be half padding); the fix-up recomputes flagged tiles with the mma.sync tiling of the same
+// tiles.
+inline constexpr int kNumTf32x3WgmmaConfigs = 2;
+size_t sgemm_3xtf32_wgmma_scratch_bytes(int config, const GemmParams& p, Layout la, Layout lb,
+                                        SplitOperands kernel_splits);
+void launch_sgemm_3xtf32_wgmma(int config, const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
+                               void* scratch, bool overlap, cudaStream_t stream);
 // Its first pass alone (the split into scratch), for probes that price it.
-void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
-                                     void* scratch, cudaStream_t stream);
+void launch_sgemm_3xtf32_wgmma_split(int config, const GemmParams& p, Layout la, Layout lb,
+                                     SplitOperands kernel_splits, void* scratch, cudaStream_t stream);
 // Whether the current device can run it (sm_90 with sm_90a code in this build); the first
 // call per device runs a one-thread kernel and waits for it.
 bool sgemm_3xtf32_wgmma_available();
-// The main kernel, for cudaFuncGetAttributes; its block size and dynamic shared memory.
-const void* tf32x3_wgmma_kernel_entry();
-Tf32x3ConfigInfo tf32x3_wgmma_config_info();
+// A config's main kernel, for cudaFuncGetAttributes; its block size and dynamic shared memory.
+const void* tf32x3_wgmma_kernel_entry(int config);
+Tf32x3ConfigInfo tf32x3_wgmma_config_info(int config);
 
 // ---- the narrow-side form (sgemm_3xtf32_skinny.cuh): few rows of A or few columns of B ----
 // Same results as launch_sgemm_3xtf32 (split-K partials into p.workspace when p.k_splits >

@@ -28,7 +28,16 @@ void launched(cudaError_t e) {
 
 int64_t align256(int64_t bytes) { return (bytes + 255) / 256 * 256; }
 
-int64_t tiles_of(const GemmParams& p) { return int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + w::BN - 1) / w::BN); }
+// The output tile's width of each config (w::Tile): 0 the 128-wide tile, 1 the 64-wide one.
+constexpr int kWidths[] = {128, 64};
+static_assert(sizeof(kWidths) / sizeof(kWidths[0]) == kNumTf32x3WgmmaConfigs, "a width for each config");
+
+int width_of(int config) {
+  if (config < 0 || config >= kNumTf32x3WgmmaConfigs) fail_wgmma("no config " + std::to_string(config));
+  return kWidths[config];
+}
+
+int64_t tiles_of(const GemmParams& p, int bn) { return int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + bn - 1) / bn); }
 
 // Whether TMA can read an operand's fp32 values as they are, so that the kernel splits
 // them and the split pass skips it: K-contiguous (wgmma's K-major tiles), a 16-byte aligned
@@ -51,7 +60,7 @@ struct Scratch {
 
 // A split call's partials are indexed by the whole batch (the caller chunks it), so it runs
 // as one chunk; an unsplit one in chunks of grid.z's limit.
-Scratch layout(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
+Scratch layout(int bn, const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
   Scratch w{};
   const int splits = std::max(1, p.k_splits);
   w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxGridYZ);
@@ -60,7 +69,7 @@ Scratch layout(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_s
   w.fp32_a = kernel_splits.a && read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
   w.fp32_b = kernel_splits.b && read_as_fp32(p.b, lb == Layout::ColMajor, p.n, p.k, w.b_planes);
   const int64_t kp = w::padded_k(std::max(p.k, 1));
-  w.flag_bytes = align256(tiles_of(p) * w.chunk * splits * 4);
+  w.flag_bytes = align256(tiles_of(p, bn) * w.chunk * splits * 4);
   w.a_bytes = w.fp32_a ? 0 : align256(int64_t(w.a_planes) * 2 * p.m * kp * 4);
   w.b_bytes = w.fp32_b ? 0 : align256(int64_t(w.b_planes) * 2 * p.n * kp * 4);
   return w;
@@ -143,9 +152,11 @@ int current_device_wgmma() {
 
 }  // namespace
 
-size_t sgemm_3xtf32_wgmma_scratch_bytes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits) {
+size_t sgemm_3xtf32_wgmma_scratch_bytes(int config, const GemmParams& p, Layout la, Layout lb,
+                                        SplitOperands kernel_splits) {
+  const int bn = width_of(config);
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return 0;
-  const Scratch w = layout(p, la, lb, kernel_splits);
+  const Scratch w = layout(bn, p, la, lb, kernel_splits);
   return size_t(w.flag_bytes + w.a_bytes + w.b_bytes);
 }
 
@@ -179,24 +190,45 @@ bool sgemm_3xtf32_wgmma_available() {
 }
 
 namespace {
+template <int kBN>
 const void* kernel_for(bool fp32_a, bool fp32_b) {
-  if (fp32_a) return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<true, true>)
-                            : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<true, false>);
-  return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<false, true>)
-                : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<false, false>);
+  if (fp32_a) return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, true, true>)
+                            : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, true, false>);
+  return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, false, true>)
+                : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, false, false>);
+}
+
+const void* kernel_for(int bn, bool fp32_a, bool fp32_b) {
+  return bn == 128 ? kernel_for<128>(fp32_a, fp32_b) : kernel_for<64>(fp32_a, fp32_b);
+}
+
+int smem_bytes_of(int bn) { return bn == 128 ? w::Tile<128>::kSmemBytes : w::Tile<64>::kSmemBytes; }
+
+// The mma.sync tiling whose tiles are this kernel's (the fix-up recomputes them in its raster
+// order, so the two must cut the output alike).
+int fixup_config_of(int bn) {
+  for (int c = 0; c < kNumTf32x3Configs; ++c) {
+    const Tf32x3ConfigInfo info = tf32x3_config_info(c);
+    if (info.bm == w::BM && info.bn == bn) return c;
+  }
+  fail_wgmma("no mma.sync tiling of " + std::to_string(w::BM) + " x " + std::to_string(bn) + " for the fix-up");
 }
 }  // namespace
 
-// The instances share their block size and shared memory: one stands for all.
-const void* tf32x3_wgmma_kernel_entry() { return kernel_for(false, false); }
+// A config's instances share their block size and shared memory: one stands for all.
+const void* tf32x3_wgmma_kernel_entry(int config) { return kernel_for(width_of(config), false, false); }
 
-Tf32x3ConfigInfo tf32x3_wgmma_config_info() { return {w::BM, w::BN, w::kThreads, w::kSmemBytes}; }
+Tf32x3ConfigInfo tf32x3_wgmma_config_info(int config) {
+  const int bn = width_of(config);
+  return {w::BM, bn, w::kThreads, smem_bytes_of(bn)};
+}
 
 namespace {
 
 // The passes of launch_sgemm_3xtf32_wgmma; product false: the split alone (for probes).
-void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
-                         bool product, bool overlap, cudaStream_t stream) {
+void launch_wgmma_passes(int config, const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
+                         void* scratch, bool product, bool overlap, cudaStream_t stream) {
+  const int bn = width_of(config);
   if (p.m <= 0 || p.n <= 0 || p.batch <= 0) return;
   const int splits = std::max(1, p.k_splits);
   if (!sgemm_3xtf32_wgmma_available())
@@ -208,16 +240,17 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
     if (p.k_slice % w::kBK != 0) fail_wgmma("split-K slices must be whole K tiles of 32");
     if (int64_t(p.batch) * splits > kMaxGridYZ) fail_wgmma("batch * k_splits past grid.z's 65535");
   }
-  const Scratch ws = layout(p, la, lb, kernel_splits);
-  const void* fn = kernel_for(ws.fp32_a, ws.fp32_b);
-  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, w::kSmemBytes);
+  const Scratch ws = layout(bn, p, la, lb, kernel_splits);
+  const void* fn = kernel_for(bn, ws.fp32_a, ws.fp32_b);
+  const int smem_bytes = smem_bytes_of(bn), fixup_config = fixup_config_of(bn);
+  const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) fail_wgmma(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e));
 
   char* base = reinterpret_cast<char*>(scratch);
   int* flags = reinterpret_cast<int*>(base);
   float* a_parts = reinterpret_cast<float*>(base + ws.flag_bytes);
   float* b_parts = reinterpret_cast<float*>(base + ws.flag_bytes + ws.a_bytes);
-  const int64_t tiles = tiles_of(p);
+  const int64_t tiles = tiles_of(p, bn);
   if (tiles > 0x7fffffff) fail_wgmma("too many output tiles");
 
   for (int b0 = 0; b0 < p.batch; b0 += ws.chunk) {
@@ -228,26 +261,26 @@ void launch_wgmma_passes(const GemmParams& p, Layout la, Layout lb, SplitOperand
                                   split_source(q.b, q.n, b_planes, ws.fp32_b, b_parts), lb, q.k, stream);
     if (!product) continue;
     const CUtensorMap map_a = ws.fp32_a ? fp32_map(q.a, q.m, q.k, a_planes, w::BM) : parts_map(a_parts, q.m, q.k, a_planes, w::BM);
-    const CUtensorMap map_b = ws.fp32_b ? fp32_map(q.b, q.n, q.k, b_planes, w::BN) : parts_map(b_parts, q.n, q.k, b_planes, w::BN);
+    const CUtensorMap map_b = ws.fp32_b ? fp32_map(q.b, q.n, q.k, b_planes, bn) : parts_map(b_parts, q.n, q.k, b_planes, bn);
     void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
                     &flags};
     // Behind its own split pass only: behind another kernel the wait would gain nothing.
     launched(launch_overlapping(fn, dim3(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(q.batch * splits)),
-                                dim3(w::kThreads), w::kSmemBytes, args, stream, overlap && after_pass));
-    launch_sgemm_3xtf32_fixup(q, la, lb, flags, overlap, stream);
+                                dim3(w::kThreads), smem_bytes, args, stream, overlap && after_pass));
+    launch_sgemm_3xtf32_fixup(fixup_config, q, la, lb, flags, overlap, stream);
   }
 }
 
 }  // namespace
 
-void launch_sgemm_3xtf32_wgmma(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits, void* scratch,
-                               bool overlap, cudaStream_t stream) {
-  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, true, overlap, stream);
+void launch_sgemm_3xtf32_wgmma(int config, const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
+                               void* scratch, bool overlap, cudaStream_t stream) {
+  launch_wgmma_passes(config, p, la, lb, kernel_splits, scratch, true, overlap, stream);
 }
 
-void launch_sgemm_3xtf32_wgmma_split(const GemmParams& p, Layout la, Layout lb, SplitOperands kernel_splits,
-                                     void* scratch, cudaStream_t stream) {
-  launch_wgmma_passes(p, la, lb, kernel_splits, scratch, false, false, stream);
+void launch_sgemm_3xtf32_wgmma_split(int config, const GemmParams& p, Layout la, Layout lb,
+                                     SplitOperands kernel_splits, void* scratch, cudaStream_t stream) {
+  launch_wgmma_passes(config, p, la, lb, kernel_splits, scratch, false, false, stream);
 }
 
 }  // namespace vecgemm

@@ -28,7 +28,8 @@
 //     the consumers see the stage; that costs shared memory's traffic (16 KB read, 32 KB
 //     written a K tile beside wgmma's): 11-15% of the kernel at 4096^3 (docs/history.md,
 //     step 36). The planner weighs each against the pass (cost_model.cpp).
-//  2. sgemm_3xtf32_wgmma: 128 x 128 output tiles, K tiles of 32 (one 128-byte swizzle row
+//  2. sgemm_3xtf32_wgmma: 128 x 128 output tiles (or 128 x 64 for N <= 64, Tile: the same
+//     pipeline over half the columns, m64n64k8, its smaller stages 4 or 6), K tiles of 32 (one 128-byte swizzle row
 //     of 32 tf32 values: a TMA box and a wgmma K-major SW128 atom line up exactly), a TMA
 //     pipeline of 3 stages of 64 KB (A big and small, B big and small: each one TMA box
 //     [2][rows][32] that lands both parts, or [rows][32] of fp32), or 4 of 48 KB where A
@@ -94,24 +95,39 @@
 namespace vecgemm {
 namespace tf32x3_wgmma {
 
-constexpr int BM = 128, BN = 128, kBK = 32;
-constexpr int kConsumers = 2;                     // warpgroups of 64 x 128
+constexpr int BM = 128, kBK = 32;
+constexpr int kConsumers = 2;                     // warpgroups of 64 rows
 constexpr int kThreads = 128 * (kConsumers + 1);  // + the producer warpgroup
-constexpr int kPartBytes = BM * kBK * 4;          // one operand's K tile of one part, or of fp32: 16 KB
-constexpr int kBTileBytes = 2 * kPartBytes;       // B's [big, small][BN][32]
-// The pipeline's memory: 3 stages of both operands' parts (64 KB), or 4 where A comes as
-// fp32 (48 KB: its parts are made in registers, kFp32A below).
-constexpr int kPipelineBytes = 12 * kPartBytes;  // 192 KB
-template <bool kFp32A>
-struct Stages {
-  static constexpr int kABytes = kFp32A ? kPartBytes : 2 * kPartBytes;
-  static constexpr int kBytes = kABytes + kBTileBytes;
-  static constexpr int kCount = kPipelineBytes / kBytes;
+constexpr int kAPartBytes = BM * kBK * 4;         // A's K tile of one part, or of fp32: 16 KB
+// The pipeline's memory, cut into as many stages as fit (Tile::Stages).
+constexpr int kPipelineBytes = 192 * 1024;
+// The output tile's width: 128, or 64 where N is at most 64 (tall-skinny products), which
+// the 128-wide tile would compute half of as padding. Both run the same pipeline over the
+// same 192 KB: a 64-wide tile's stages are smaller, so more of them are in flight.
+template <int kBN>
+struct Tile {
+  static_assert(kBN == 128 || kBN == 64, "m64n128k8 or m64n64k8");
+  static constexpr int BN = kBN;
+  static constexpr int kBPartBytes = BN * kBK * 4;  // B's K tile of one part, or of fp32
+  static constexpr int kBTileBytes = 2 * kBPartBytes;  // B's [big, small][BN][32]
+  // A stage holds both operands' parts, or A's fp32 tile where the consumers make A's parts
+  // in registers (kFp32A below): 3 or 4 stages of a 128-wide tile, 4 or 6 of a 64-wide one.
+  template <bool kFp32A>
+  struct Stages {
+    static constexpr int kABytes = kFp32A ? kAPartBytes : 2 * kAPartBytes;
+    static constexpr int kBytes = kABytes + kBTileBytes;
+    static constexpr int kCount = kPipelineBytes / kBytes;
+  };
+  static constexpr int kMaxStages = Stages<true>::kCount;
+  // The stages, 1 KB to align them (SW128 atoms are 1024-byte aligned), then the barriers:
+  // full, empty and landed, kMaxStages each.
+  static constexpr int kSmemBytes = kPipelineBytes + 1024 + 3 * kMaxStages * 8;
+  // A consumer's m64 x BN sums over its 128 threads.
+  static constexpr int kAccRegs = 64 * BN / 128;
+  static_assert(Stages<false>::kCount * Stages<false>::kBytes == kPipelineBytes &&
+                    Stages<true>::kCount * Stages<true>::kBytes == kPipelineBytes,
+                "the stages fill the pipeline's memory");
 };
-constexpr int kMaxStages = Stages<true>::kCount;
-// The stages, 1 KB to align them (SW128 atoms are 1024-byte aligned), then the barriers:
-// full, empty and landed, kMaxStages each.
-constexpr int kSmemBytes = kPipelineBytes + 1024 + 3 * kMaxStages * 8;
 // The producer warpgroup's warps 1-3 split B's fp32 tiles (warp 0's first lane issues the TMA).
 constexpr int kSplitterThreads = 96;
 // The tile sums' restoration: 4 full-size truncations a K tile (the header's "Order"),
@@ -122,8 +138,7 @@ constexpr int kWgmmaRestoreUlps = 1;
 // producer warpgroup gives registers back (setmaxnreg): (168 - 72) x 128 = (216 - 168) x 256.
 constexpr int kProducerRegs = 72, kConsumerRegs = 216;
 static_assert(BM == 64 * kConsumers, "a consumer warpgroup takes 64 rows");
-static_assert(BM == 128 && BN == 128, "the fix-up recomputes the mma.sync kernel's 128 x 128 tiles");
-static_assert(Stages<false>::kCount == 3 && Stages<true>::kCount == 4, "the stages fill the pipeline's memory");
+static_assert(BM == 128, "the fix-up recomputes the mma.sync kernel's tiles of 128 rows and the same width");
 static_assert((168 - kProducerRegs) * 128 >= (kConsumerRegs - 168) * 2 * 128, "registers the producer gives back");
 
 // The workspace of one operand: [plane][part][rows][kp] floats, part 0 big, 1 small.
@@ -236,7 +251,9 @@ __device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint
 // latency out of the way did not help: splitting both operands ran 1.45x the kernel on the
 // split pass's parts as a plain loop and 1.58x so, shared memory's traffic being the cost
 // (docs/history.md, step 36). The writes are the generic proxy's and wgmma reads
-// through the async proxy: the caller fences before it releases the stage.
+// through the async proxy: the caller fences before it releases the stage. kPartBytes: B's
+// K tile of one part (Tile::kBPartBytes).
+template <int kPartBytes>
 __device__ __forceinline__ void split_in_place(unsigned char* tile, int thread) {
   constexpr int kChunks = kPartBytes / 16;
   constexpr int kPerThread = (kChunks + kSplitterThreads - 1) / kSplitterThreads;
@@ -283,49 +300,75 @@ __device__ __forceinline__ void wgmma_wait() {
 // Pins the accumulator's registers here in the instruction order: the compiler sees the
 // wgmma asm as producing them at once, so without this it could move their reads above the
 // wait (CUTLASS's warpgroup_fence_operand).
-__device__ __forceinline__ void fence_operand(float (&d)[64]) {
+template <int kRegs>
+__device__ __forceinline__ void fence_operand(float (&d)[kRegs]) {
 #pragma unroll
-  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < kRegs; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// The accumulator's 64 registers as asm operands %0-%63.
-#define VECGEMM_WGMMA_ACC64(d)                                                                          \
+// An accumulator's registers as asm operands: the first 32 (%0-%31), or 64 (%0-%63).
+#define VECGEMM_WGMMA_ACC32(d)                                                                          \
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),       \
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),          \
       "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),          \
-      "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),          \
+      "+f"(d[30]), "+f"(d[31])
+#define VECGEMM_WGMMA_ACC64(d)                                                                          \
+  VECGEMM_WGMMA_ACC32(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),             \
       "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),          \
       "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),          \
       "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),          \
       "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define VECGEMM_WGMMA_D32                                                                               \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                            \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
 #define VECGEMM_WGMMA_D64                                                                               \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                            \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                   \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                    \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
 
-// d (+)= A B for one m64n128k8 tf32 step, both from shared memory; kAccumulate false:
-// d = A B (scale-d = 0).
-template <bool kAccumulate>
-__device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], uint64_t da, uint64_t db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " VECGEMM_WGMMA_D64 "%64, %65, p, 1, 1;\n}\n"
-      : VECGEMM_WGMMA_ACC64(d)
-      : "l"(da), "l"(db), "r"(int(kAccumulate)));
+// d (+)= A B for one m64nNk8 tf32 step (N = 2 kRegs: 128 or 64), both from shared memory;
+// kAccumulate false: d = A B (scale-d = 0).
+template <bool kAccumulate, int kRegs>
+__device__ __forceinline__ void wgmma_k8(float (&d)[kRegs], uint64_t da, uint64_t db) {
+  if constexpr (kRegs == 64) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " VECGEMM_WGMMA_D64 "%64, %65, p, 1, 1;\n}\n"
+        : VECGEMM_WGMMA_ACC64(d)
+        : "l"(da), "l"(db), "r"(int(kAccumulate)));
+  } else {
+    static_assert(kRegs == 32, "m64n128k8 or m64n64k8");
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " VECGEMM_WGMMA_D32 "%32, %33, p, 1, 1;\n}\n"
+        : VECGEMM_WGMMA_ACC32(d)
+        : "l"(da), "l"(db), "r"(int(kAccumulate)));
+  }
 }
 
 // The same with A's 64 x 8 slice from registers (A's fragment below).
-template <bool kAccumulate>
-__device__ __forceinline__ void wgmma_m64n128k8(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
-  asm volatile(
-      "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " VECGEMM_WGMMA_D64 "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-      : VECGEMM_WGMMA_ACC64(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(int(kAccumulate)));
+template <bool kAccumulate, int kRegs>
+__device__ __forceinline__ void wgmma_k8(float (&d)[kRegs], const uint32_t (&a)[4], uint64_t db) {
+  if constexpr (kRegs == 64) {
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 " VECGEMM_WGMMA_D64 "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+        : VECGEMM_WGMMA_ACC64(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(int(kAccumulate)));
+  } else {
+    static_assert(kRegs == 32, "m64n128k8 or m64n64k8");
+    asm volatile(
+        "{\n .reg .pred p;\n setp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 " VECGEMM_WGMMA_D32 "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+        : VECGEMM_WGMMA_ACC32(d)
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(int(kAccumulate)));
+  }
 }
+#undef VECGEMM_WGMMA_ACC32
 #undef VECGEMM_WGMMA_ACC64
+#undef VECGEMM_WGMMA_D32
 #undef VECGEMM_WGMMA_D64
 
 // A's parts of one K tile in registers, in wgmma's fragment for a 64 x 8 tf32 slice: thread
@@ -373,17 +416,20 @@ __device__ __forceinline__ void split_a_fragments(uint32_t rows, int g, AFragmen
 // in registers); tma_b likewise ({K, N, ...}, kFp32B: the splitter warps make its parts in
 // shared memory). a_planes / b_planes: 1 for an operand broadcast over the batch.
 // flags[blockIdx.z * gridDim.x + blockIdx.x]: 1 where pass 3 must recompute the tile.
-template <bool kFp32A, bool kFp32B>
+// kBN: the output tile's width (Tile).
+template <int kBN, bool kFp32A, bool kFp32B>
 __global__ void __launch_bounds__(kThreads, 1)
     sgemm_3xtf32_wgmma(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                        const GemmParams p, int a_planes, int b_planes, int* flags) {
 #if VECGEMM_WGMMA_BUILT
-  using St = Stages<kFp32A>;
+  using T = Tile<kBN>;
+  using St = typename T::template Stages<kFp32A>;
+  constexpr int BN = T::BN, kAcc = T::kAccRegs;
   constexpr int kStages = St::kCount;
   // With B in fp32 a stage goes TMA -> landed -> splitter warps -> full -> consumers ->
   // empty -> TMA; otherwise TMA completes full itself.
   constexpr bool kSplits = kFp32B;
-  constexpr int kStageTxBytes = St::kABytes + (kFp32B ? kPartBytes : kBTileBytes);
+  constexpr int kStageTxBytes = St::kABytes + (kFp32B ? T::kBPartBytes : T::kBTileBytes);
   allow_dependents();
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   // Offset from the shared array itself (not through an integer), so that the compiler keeps
@@ -444,7 +490,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int t = 0; t < k_tiles; ++t) {
         const int s = t % kStages;
         mbar_wait(&landed[s], (t / kStages) & 1);
-        split_in_place(smem + s * St::kBytes + St::kABytes, thread);
+        split_in_place<T::kBPartBytes>(smem + s * St::kBytes + St::kABytes, thread);
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // visible to wgmma's reads
         __syncwarp();
         if (lane == 0) mbar_arrive(&full[s]);
@@ -452,9 +498,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     if constexpr (kFp32A) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kConsumerRegs));
-    float acc[64], sum[64];
+    float acc[kAcc], sum[kAcc];
 #pragma unroll
-    for (int i = 0; i < 64; ++i) acc[i] = sum[i] = 0.0f;
+    for (int i = 0; i < kAcc; ++i) acc[i] = sum[i] = 0.0f;
     const uint32_t base = smem_addr(smem);
     for (int t = 0; t < k_tiles; ++t) {
       const int s = t % kStages;
@@ -471,12 +517,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
           const uint32_t o = 32 * ks;
-          if (ks == 0) wgmma_m64n128k8<false>(acc, a.small[ks], sw128_desc(b_big + o));
-          else wgmma_m64n128k8<true>(acc, a.small[ks], sw128_desc(b_big + o));
-          wgmma_m64n128k8<true>(acc, a.big[ks], sw128_desc(b_small + o));
+          if (ks == 0) wgmma_k8<false>(acc, a.small[ks], sw128_desc(b_big + o));
+          else wgmma_k8<true>(acc, a.small[ks], sw128_desc(b_big + o));
+          wgmma_k8<true>(acc, a.big[ks], sw128_desc(b_small + o));
         }
 #pragma unroll
-        for (int ks = 0; ks < 4; ++ks) wgmma_m64n128k8<true>(acc, a.big[ks], sw128_desc(b_big + 32 * ks));
+        for (int ks = 0; ks < 4; ++ks) wgmma_k8<true>(acc, a.big[ks], sw128_desc(b_big + 32 * ks));
         wgmma_commit();
         wgmma_wait<0>();
         fence_fragments(a);
@@ -488,14 +534,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
           const uint32_t o = 32 * ks;
-          if (ks == 0) wgmma_m64n128k8<false>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
-          else wgmma_m64n128k8<true>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
-          wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_small + o));
+          if (ks == 0) wgmma_k8<false>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
+          else wgmma_k8<true>(acc, sw128_desc(a_small + o), sw128_desc(b_big + o));
+          wgmma_k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_small + o));
         }
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) {
           const uint32_t o = 32 * ks;
-          wgmma_m64n128k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_big + o));
+          wgmma_k8<true>(acc, sw128_desc(a_big + o), sw128_desc(b_big + o));
         }
         wgmma_commit();
         wgmma_wait<0>();
@@ -503,10 +549,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       fence_operand(acc);
       if (lane == 0) mbar_arrive(&empty[s]);
 #pragma unroll
-      for (int i = 0; i < 64; ++i) sum[i] = tf32x3::add_tile<kWgmmaRestoreUlps>(sum[i], acc[i]);
+      for (int i = 0; i < kAcc; ++i) sum[i] = tf32x3::add_tile<kWgmmaRestoreUlps>(sum[i], acc[i]);
     }
 #pragma unroll
-    for (int i = 0; i < 64; ++i)
+    for (int i = 0; i < kAcc; ++i)
       bad |= !(fabsf(sum[i]) <= 3.402823466e38f) || (sum[i] != 0.0f && fabsf(sum[i]) < tf32x3::kTinyResult);
     // Once both consumers are past their K loops the stages are idle: every stage the
     // producer filled has been waited for (full) and read (wait_group 0) by both. Staged
@@ -517,7 +563,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     asm volatile("bar.sync 1, %0;" ::"n"(kConsumers * 128) : "memory");
     const int row = wg * 64 + warp * 16 + lane / 4, col = 2 * (lane % 4);
 #pragma unroll
-    for (int c = 0; c < 16; ++c)
+    for (int c = 0; c < BN / 8; ++c)
 #pragma unroll
       for (int half = 0; half < 2; ++half)
         *reinterpret_cast<float2*>(staged + (row + 8 * half) * kLd + 8 * c + col) =
