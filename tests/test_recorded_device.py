@@ -103,6 +103,22 @@ def test_tall_skinny_products_take_the_64_wide_wgmma_tiles(h200_like):
     assert plan(h200_like, 16384, 128, 4096, precision="3xtf32")["kernel"] == WGMMA
 
 
+@pytest.mark.skipif(WGMMA_64 not in TF32X3_KERNELS, reason="no wgmma row in this build")
+def test_facts_that_predate_a_row_plan_without_it():
+    """Facts recorded before a row existed leave it out: on that device the row does not
+    run, as where it was not built, so the plans of record stay the plans made then."""
+    older = facts(name="facts from before the 64-wide tiles")
+    older["tf32x3"] = [entry for entry in older["tf32x3"] if entry[0] != WGMMA_64]
+    device = _testing.add_recorded_device(older)
+    assert plan(device, 16384, 64, 4096, precision="3xtf32")["kernel"] != WGMMA_64
+    with pytest.raises(RuntimeError, match="predate it"):
+        _testing.recorded_plan(device, 16384, 64, 4096, "rc", True, True, variant=WGMMA_64)
+    unknown = facts()
+    unknown["tf32x3"].append(["tf32x3_no_such_row", 1, None])
+    with pytest.raises(RuntimeError, match="no 3xTF32 row 'tf32x3_no_such_row' in this build"):
+        _testing.add_recorded_device(unknown)
+
+
 def test_3xtf32_declined_below_its_accuracy_floor(h200_like):
     # 64 products a sum: fp32's error is below 3xTF32's floor (plan.cpp, tf32x3_declined).
     p = plan(h200_like, 2048, 2048, 64, precision="3xtf32")
