@@ -17,6 +17,8 @@ struct PlanSummary {
   bool stream_k = false;
   std::optional<std::string> copy_a, copy_b;  // the copy's storage order, "row-major" or "column-major"
   std::string orders;        // the storage orders the kernel reads, "rr" .. "cc"; "" on fallback
+  // The kernel computes C^T = B^T A^T: its A is B^T and its B is A^T (orders are theirs).
+  bool transposed = false;
   std::optional<std::string> fallback_reason;
   // What the kernel computes in, "ieee" or "3xtf32"; none on "fallback" (torch's own
   // settings decide there).

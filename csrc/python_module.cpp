@@ -21,6 +21,7 @@ py::dict summary_dict(const vecgemm::PlanSummary& s) {
   d["copy_a"] = s.copy_a;
   d["copy_b"] = s.copy_b;
   d["orders"] = s.orders;
+  d["transposed"] = s.transposed;
   d["fallback_reason"] = s.fallback_reason;
   d["precision"] = s.precision;
   d["precision_fallback"] = s.precision_fallback;

@@ -48,13 +48,13 @@ import torch_vecgemm
 from conftest import Rng, assert_gemm_close, make_operand, poison_allocator, randn
 
 m, n, k = map(int, sys.argv[1:4])
-layout, offset, planned, seed = sys.argv[4], int(sys.argv[5]), sys.argv[6], int(sys.argv[7])
+layout, offset, planned, seed, precision = sys.argv[4], int(sys.argv[5]), sys.argv[6], int(sys.argv[7]), sys.argv[8]
 rng = Rng(seed)
 torch_vecgemm._C._testing.set_torch_handoff(False)  # the kernels' plan, as the suite runs it
 A, B, C = make_operand(rng, m, k, layout[0], offset=offset), make_operand(rng, k, n, layout[1]), randn(rng, m, n)
-plan = torch_vecgemm.plan(A, B)
+plan = torch_vecgemm.plan(A, B, precision=precision)
 made = {"copy of A": plan.copy_a is not None, "copies of A and B": plan.copy_a is not None and plan.copy_b is not None,
-        "split-k": plan.split_k > 1}[planned]
+        "split-k": plan.split_k > 1, "transposed": plan.transposed}[planned]
 assert made, "the plan has no " + planned + ": " + str(plan)
 torch.cuda.synchronize()
 torch.cuda.empty_cache()
@@ -62,7 +62,7 @@ poison_allocator((m, n))  # the output's block, cached: the limit leaves room fo
 total = torch.cuda.get_device_properties(A.device).total_memory
 ooms = torch.cuda.memory_stats()["num_ooms"]
 torch.cuda.set_per_process_memory_fraction((torch.cuda.memory_reserved() + (1 << 20)) / total)
-out = torch.ops.vecgemm.sgemm(A, B, C, 1.5, -0.5, "auto")
+out = torch.ops.vecgemm.sgemm(A, B, C, 1.5, -0.5, "auto", precision)
 torch.cuda.synchronize()
 torch.cuda.set_per_process_memory_fraction(1.0)
 assert torch.cuda.memory_stats()["num_ooms"] > ooms, "the limit did not stop the planned allocation: " + str(plan)
@@ -77,16 +77,21 @@ assert_gemm_close(out, A, B, C, 1.5, -0.5)
         (*COPIED_SHAPE, "rc", 0, "copies of A and B"),  # copies that pad K (both operands)
         (4096, 4096, 2048, "cr", 1, "copy of A"),  # a copy of a misaligned A
         (64, 4096, 4096, "rr", 0, "split-k"),  # a split-K workspace
+        (64, 4100, 4100, "rc", 0, "transposed"),  # 3xTF32 on the transpose: its split's workspace
     ],
 )
 def test_memory_limit(m, n, k, layout, offset, planned, seed):
     # Copies and split-K workspaces are for speed only: where the caching allocator cannot
-    # give them, auto runs on the operands as they are, unsplit, with the same result.
+    # give them, auto runs on the operands as they are, unsplit (a product planned on its
+    # transpose: as given), with the same result.
     if offset == 0 and k % 16 == 0 and planned != "split-k" and not measured_profile():
         pytest.skip("the neutral profile makes no copy for the storage order alone")
+    precision = "3xtf32" if planned == "transposed" else "ieee"
+    if planned == "transposed" and (not measured_profile() or "tf32x3_128x64_wgmma" not in TF32X3_KERNELS):
+        pytest.skip("the transpose is planned on the wgmma rows, priced by the H200's profile")
     tests = os.path.dirname(os.path.abspath(__file__))
     path = os.pathsep.join([os.path.dirname(tests), tests, os.environ.get("PYTHONPATH", "")])
-    args = [str(x) for x in (m, n, k, layout, offset, planned, seed)]
+    args = [str(x) for x in (m, n, k, layout, offset, planned, seed, precision)]
     child = subprocess.run(
         [sys.executable, "-c", MEMORY_LIMIT_CHILD, *args],
         env={**os.environ, "PYTHONPATH": path}, capture_output=True, text=True, timeout=300,

@@ -25,6 +25,7 @@ from conftest import (
     assert_gemm_close,
     gpu,
     make_operand,
+    measured_profile,
     ops,
     passed_operands,
     poison_allocator,
@@ -622,6 +623,43 @@ def test_wgmma_64_wide_tiles(layout, batch, splits, rng):
     wide_b = make_operand(rng, k, 65, layout[1])
     why = torch_vecgemm.fallback_reason(make_operand(rng, m, k, layout[0]), wide_b, variant=WGMMA_64)
     assert why is not None and "at most 64 columns" in why and WGMMA in why, why
+
+
+@gpu
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("batch", [None, "batched", "broadcast B"])
+def test_few_rows_run_on_the_transpose(layout, batch, rng):
+    """M <= 64 < N with a K-contiguous weight (rc, cc) runs as C^T = B^T A^T on the 64-wide
+    wgmma tiles, K split, and the transposing reduction writes D (alpha, beta and C
+    included): results to fp32 accuracy against float64 and no less accurate than cuBLAS
+    SGEMM's, NaN and Inf where torch.mm has them. On the other orders the weight would go
+    through the split pass, and the problem runs as given. Aligned lines, K = N = 4100: an
+    odd K would send the weight through the pass too (where fp32 is predicted faster)."""
+    m, n, k = 64, 4100, 4100
+    lead = None if batch is None else 2
+    A = aligned_operand(rng, m, k, layout[0], batch=lead)
+    B = aligned_operand(rng, k, n, layout[1], batch=None if batch != "batched" else lead)
+    if batch == "broadcast B":
+        B = B.expand(lead, k, n)
+    C = randn(rng, n)
+    if torch_vecgemm.fallback_reason(A, B, C, variant=WGMMA_64) is not None or not measured_profile():
+        pytest.skip("the transpose is planned on the wgmma rows, priced by the H200's profile")
+    p = torch_vecgemm.plan(A, B, C, precision="3xtf32")
+    assert p.transposed == (layout[1] == "c"), p
+    if p.transposed:
+        assert (p.family, p.kernel) == ("tf32x3", WGMMA_64) and p.split_k >= 2, p
+    poison_allocator((*A.shape[:-1], n))
+    out = ops.sgemm(A, B, C, 0.75, -0.5, "auto", "3xtf32")
+    assert_gemm_close(out, A, B, C, 0.75, -0.5)
+    if batch is None:
+        fro, worst = _errors(out, A, B, C, 0.75, -0.5)
+        fro_ref, worst_ref = _errors(0.75 * _cublas(A, B) - 0.5 * C, A, B, C, 0.75, -0.5)
+        assert fro <= fro_ref + U32 and worst <= worst_ref + U32, (fro, fro_ref, worst, worst_ref)
+    A[..., 3, 5], A[..., 60, 7] = float("inf"), -float("inf")
+    if B.stride(0) != 0:
+        B[..., 9, 0] = float("nan")
+    poison_allocator((*A.shape[:-1], n))
+    _assert_specials_as(ops.sgemm(A, B, C, 0.75, -0.5, "auto", "3xtf32"), 0.75 * _cublas(A, B) - 0.5 * C)
 
 
 # ---- on the GPU: accuracy against cuBLAS ----------------------------------------------------------

@@ -104,6 +104,31 @@ def test_tall_skinny_products_take_the_64_wide_wgmma_tiles(h200_like):
 
 
 @pytest.mark.skipif(WGMMA_64 not in TF32X3_KERNELS, reason="no wgmma row in this build")
+def test_few_rows_run_on_the_transpose(h200_like):
+    """M <= 64 < N with the weight K-contiguous (x @ W.T: rc, and cc): C^T = B^T A^T fills
+    the wgmma row's 128-row tiles that the problem as given would fill half of at most, in
+    two or more K slices (the transposing reduction writes D). Where the weight is stored
+    N-contiguous (rr, cr) it would go through the split pass, which costs more than it
+    gains; the narrow-side kernel keeps 32 rows and fewer; a named row plans the problem as
+    given."""
+    for m in (64, 48, 33):
+        for orders in ("rc", "cc"):
+            p = plan(h200_like, m, 4096, 4096, orders, precision="3xtf32")
+            assert (p["family"], p["kernel"], p["transposed"]) == ("tf32x3", WGMMA_64, True), p
+            assert p["split_k"] >= 2 and "on the transpose" in p["description"], p
+            # The kernel's operands are B^T and A^T, each read in the other order.
+            assert p["orders"] == {"rc": "rc", "cc": "rr"}[orders], p
+        for orders in ("rr", "cr"):
+            assert not plan(h200_like, m, 4096, 4096, orders, precision="3xtf32")["transposed"]
+    assert plan(h200_like, 64, 11008, 4096, "rc", precision="3xtf32")["transposed"]
+    assert plan(h200_like, 32, 4096, 4096, "rc", precision="3xtf32")["kernel"] == "tf32x3_few_rows_mma"
+    assert not plan(h200_like, 4096, 4096, 4096, "rc", precision="3xtf32")["transposed"]
+    assert not plan(h200_like, 64, 4096, 4096, "rc")["transposed"]  # IEEE
+    named = _testing.recorded_plan(h200_like, 64, 4096, 4096, "rc", True, True, variant=WGMMA)
+    assert not named["transposed"] and named["kernel"] == WGMMA, named
+
+
+@pytest.mark.skipif(WGMMA_64 not in TF32X3_KERNELS, reason="no wgmma row in this build")
 def test_facts_that_predate_a_row_plan_without_it():
     """Facts recorded before a row existed leave it out: on that device the row does not
     run, as where it was not built, so the plans of record stay the plans made then."""

@@ -73,6 +73,9 @@ class Plan:
     autotune_pending: bool  # autotune mode, shape not tuned yet: the first call times candidates
     description: str
     predicted_us: Optional[float] = None  # the cost model's time for the plan; None where it has none
+    # the kernel computes C^T = B^T A^T (a 3xTF32 product of few rows run as one of many; its
+    # A is B^T and its B is A^T, and `orders` are theirs)
+    transposed: bool = False
 
     def __str__(self) -> str:
         return self.description

@@ -63,6 +63,9 @@ void launch_transpose_copy(const PadCopy& c, cudaStream_t stream);
 // Partials each thread of the reduction loads at once (its round trips: splits / this).
 inline constexpr int kSplitkReduceLoadsInFlight = 16;
 void launch_splitk_reduce(const GemmParams& p, cudaStream_t stream);
+// The same for a product run on its transpose: p is D's problem (m x n) and its workspace
+// holds C^T's partials, [k_splits][batch][n][m] (splitk_reduce_transposed.cu).
+void launch_splitk_reduce_transposed(const GemmParams& p, cudaStream_t stream);
 
 // The stream-K tail's second pass: D of the tail's bm x bn tiles from their pieces.
 void launch_stream_k_fixup(const GemmParams& p, const StreamK& sk, int bm, int bn, cudaStream_t stream);

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include <c10/util/Exception.h>
+
 #include "kernels/launchers.h"
 #include "kernels/simt/kernel_configs.h"
 #include "planner/device_profile.h"
@@ -348,11 +350,17 @@ void set_tf32x3_forced_splits(int splits) { g_forced_splits = std::max(splits, 0
 
 int tf32x3_forced_splits() { return g_forced_splits.load(); }
 
-Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row) {
-  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits));
-  if (const int forced = tf32x3_forced_splits()) return tf32x3_predicted(key, row, int(std::min<int64_t>(forced, most)));
-  Tf32x3Estimate best = tf32x3_predicted(key, row, 1);
-  for (int s = 2; s <= most; ++s) {
+int tf32x3_most_splits(const ProblemKey& key) {
+  return int(std::max<int64_t>(1, std::min<int64_t>(key.k / kTf32x3MinSlice, kTf32x3MaxSplits)));
+}
+
+Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row, int fewest_splits) {
+  const int most = tf32x3_most_splits(key);
+  TORCH_INTERNAL_ASSERT(fewest_splits <= most, "vecgemm: ", fewest_splits, " K slices asked of ", key.str());
+  if (const int forced = tf32x3_forced_splits())
+    return tf32x3_predicted(key, row, std::clamp(forced, fewest_splits, most));
+  Tf32x3Estimate best = tf32x3_predicted(key, row, fewest_splits);
+  for (int s = fewest_splits + 1; s <= most; ++s) {
     const Tf32x3Estimate c = tf32x3_predicted(key, row, s);
     if (c.ns < best.ns) best = c;
   }

@@ -75,10 +75,13 @@ double model_best_ns(const ProblemKey& key);
 bool tf32x3_priced(const ProblemKey& key, int row);
 // The waves model's best split of a 3xTF32 row for the key (fewer splits on a tie), at the
 // profile's figure for the key's storage (the fitted one's time where it has none). The
-// caller has checked that the row runs on the device and takes the problem.
-Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row);
+// caller has checked that the row runs on the device and takes the problem, and that the
+// key's K has room for `fewest_splits` slices (tf32x3_most_splits).
+Tf32x3Estimate tf32x3_cheapest_split(const ProblemKey& key, int row, int fewest_splits = 1);
+// The most K slices a 3xTF32 plan of the key may have (at least 1).
+int tf32x3_most_splits(const ProblemKey& key);
 // For probes (set_tf32x3_splits, tuning_controls.h): the split tf32x3_cheapest_split takes
-// instead of the cheapest (at most the row's most for the problem), or 0 (any value below
+// instead of the cheapest (within its fewest and the problem's most), or 0 (any value below
 // 1) for the cheapest; part of every plan's key, so that a plan made under another split
 // is not reused.
 void set_tf32x3_forced_splits(int splits);

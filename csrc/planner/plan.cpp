@@ -137,6 +137,39 @@ std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key, int64_t fp32_
   return best;
 }
 
+// Few rows, many columns: a product of at most this many rows fills at most half of a wgmma
+// row's 128-row tiles as given, and may run on its transpose instead.
+constexpr int kTransposedMaxRows = 64;
+
+// The problem as C^T = B^T A^T: B^T (N x K) is the kernel's A and A^T (K x M) its B, each the
+// same memory read in the other order (the leading dimensions stay), so a row-major weight
+// stored (N, K) is the kernel's K-contiguous A.
+ProblemKey transposed_key(const ProblemKey& key) {
+  ProblemKey t = key;
+  t.m = key.n, t.n = key.m;
+  t.la = other(key.lb), t.lb = other(key.la);
+  return t;
+}
+
+// tf32x3_choice on the transpose, for a product of few rows and many columns, or none. Only
+// the wgmma rows (those with a split pass) are candidates: the mma.sync rows have 64-row
+// tiles for few rows as given, and the narrow-side pair are each other's transpose. The split
+// is at least 2, since only the reduction writes D in its own order, so K must hold two
+// slices.
+std::optional<Tf32x3Estimate> tf32x3_transposed_choice(const ProblemKey& key, int64_t fp32_sum) {
+  if (key.m > kTransposedMaxRows || key.n <= kTransposedMaxRows) return std::nullopt;
+  const ProblemKey t = transposed_key(key);
+  if (tf32x3_most_splits(t) < 2) return std::nullopt;
+  std::optional<Tf32x3Estimate> best;
+  for (int r = 0; r < kNumTf32x3Rows; ++r) {
+    const Tf32x3Row& row = kTf32x3Rows[r];
+    if (row.kernel_can_split == nullptr || !tf32x3_row_plannable(r, t) || fp32_sum < row.min_fp32_sum) continue;
+    const Tf32x3Estimate c = tf32x3_cheapest_split(t, r, 2);
+    if (!best || c.ns < best->ns) best = c;
+  }
+  return best;
+}
+
 // The shortest floor among the rows auto may plan; none where there is none.
 std::optional<int64_t> tf32x3_lowest_floor(const ProblemKey& key) {
   std::optional<int64_t> lowest;
@@ -192,8 +225,10 @@ int64_t fp32_sum_of(const ProblemKey& key, const Plan& ieee) {
 }
 
 // Why the auto plan runs `ieee` rather than 3xTF32, or none; `choice`: the fastest row as
-// accurate as `ieee` (tf32x3_choice), none where no row is.
-Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate>& choice, const Plan& ieee) {
+// accurate as `ieee` (tf32x3_choice, or tf32x3_transposed_choice where `transposed`), none
+// where no row is.
+Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate>& choice, const Plan& ieee,
+                       bool transposed = false) {
   if (!choice) {
     const std::optional<int64_t> floor = tf32x3_lowest_floor(key);
     if (!floor)
@@ -206,7 +241,7 @@ Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate
   const double fp32_ns = fp32_rival_ns(ieee);
   if (fp32_ns < tf32x3_weighed_ns(*choice, key.device))
     return "3xTF32 is not predicted faster: " + microseconds(choice->ns) + " on " + kTf32x3Rows[choice->tiling.row].name +
-           " against " + microseconds(fp32_ns) + " in fp32";
+           (transposed ? " on the transpose" : "") + " against " + microseconds(fp32_ns) + " in fp32";
   return std::nullopt;
 }
 
@@ -358,24 +393,35 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
     TORCH_INTERNAL_ASSERT(fixed_row || any_row_takes(),
                           "vecgemm: 3xTF32 planned where the rules refuse it: ",
                           tf32x3_row_for(problem.device).reason.value_or(""));
-    std::optional<Tf32x3Estimate> choice;
-    if (fixed_row) {
-      choice = tf32x3_cheapest_split(out.key, fixed_row->row);
-    } else {
-      Plan ieee = make_plan(problem, variant, Precision::Ieee, allow_copies);
-      choice = tf32x3_choice(out.key, fp32_sum_of(out.key, ieee));
-      if (Reason why = tf32x3_declined(out.key, choice, ieee)) {
-        ieee.tf32x3_declined = std::move(why);
-        return ieee;
-      }
+    // The 3xTF32 plan of `choice` for the problem `key`.
+    const auto tf32x3_plan = [&](const ProblemKey& key, const Tf32x3Estimate& choice) {
+      Plan p = out;
+      p.key = key;
+      p.family = Family::Tf32x3;
+      p.tf32x3 = choice.tiling;
+      // The split as it will run: K slices of whole K tiles, each non-empty.
+      const int slice = slice_for(key.k, p.tf32x3.splits, kTf32x3Rows[p.tf32x3.row].bk);
+      p.tf32x3.splits = int(ceil_div(key.k, slice));
+      p.predicted_ns = choice.ns;
+      return p;
+    };
+    if (fixed_row) return tf32x3_plan(out.key, tf32x3_cheapest_split(out.key, fixed_row->row));
+    Plan ieee = make_plan(problem, variant, Precision::Ieee, allow_copies);
+    const int64_t fp32_sum = fp32_sum_of(out.key, ieee);
+    const std::optional<Tf32x3Estimate> given = tf32x3_choice(out.key, fp32_sum);
+    const std::optional<Tf32x3Estimate> flipped = tf32x3_transposed_choice(out.key, fp32_sum);
+    // The transpose where it is predicted faster, the problem as given on a tie.
+    const bool transpose = flipped && (!given || flipped->ns < given->ns);
+    if (Reason why = tf32x3_declined(out.key, transpose ? flipped : given, ieee, transpose)) {
+      ieee.tf32x3_declined = std::move(why);
+      return ieee;
     }
-    out.family = Family::Tf32x3;
-    out.tf32x3 = choice->tiling;
-    // The split as it will run: K slices of whole K tiles, each non-empty.
-    const int slice = slice_for(out.key.k, out.tf32x3.splits, kTf32x3Rows[out.tf32x3.row].bk);
-    out.tf32x3.splits = int(ceil_div(out.key.k, slice));
-    out.predicted_ns = choice->ns;
-    return out;
+    if (!transpose) return tf32x3_plan(out.key, *given);
+    Plan transposed = tf32x3_plan(transposed_key(out.key), *flipped);
+    transposed.transposed = true;
+    transposed.untransposed = std::make_shared<const Plan>(
+        given && !tf32x3_declined(out.key, given, ieee) ? tf32x3_plan(out.key, *given) : std::move(ieee));
+    return transposed;
   }
   if (std::holds_alternative<MatrixVector>(variant) ||
       (auto_select && gemv_fits(out.key.m, out.key.n, out.key.la, out.key.lb))) {
@@ -423,6 +469,8 @@ std::string describe(const Plan& plan) {
       const Tf32x3Row& row = kTf32x3Rows[t.row];
       std::string text = row.name;
       if (t.splits > 1) text += " split-k " + std::to_string(t.splits);
+      // The kernel's operands are then B^T and A^T: "split pass of A" is of B^T.
+      if (plan.transposed) text += " on the transpose (B^T A^T)";
       // ", split pass of A B": the operands split into TF32 parts before the kernel.
       if (row.kernel_can_split == nullptr || (t.kernel_splits.a && t.kernel_splits.b)) return text;
       return text + ", split pass of" + (t.kernel_splits.a ? "" : " A") + (t.kernel_splits.b ? "" : " B");

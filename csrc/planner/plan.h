@@ -76,6 +76,11 @@ struct Plan {
   std::optional<StreamK> stream_k;
   // Family::Tf32x3: the row, its split, the operands its kernel splits itself.
   Tf32x3Tiling tf32x3{};
+  // Family::Tf32x3 on the transpose, C^T = B^T A^T: a product of few rows and many columns
+  // run as one of many rows, which fills the wgmma row's tiles (key: the transposed problem,
+  // B^T as the kernel's A, A^T as its B). Its K is always split: the kernel writes C^T's
+  // partial sums and the reduction writes D in its own order (splitk_reduce_transposed).
+  bool transposed = false;
   // Autotune mode and no tuned choice yet: `tiling` is the model's, and execution times the
   // model's best candidates first and runs the fastest.
   bool autotune_pending = false;
@@ -94,6 +99,9 @@ struct Plan {
   // execution runs where the copies cannot be allocated (execute.h). Null where no copy
   // is planned.
   std::shared_ptr<const Plan> without_copies;
+  // A transposed plan carries the product planned as given: what execution runs where the
+  // split's workspace cannot be allocated. Null on every other plan.
+  std::shared_ptr<const Plan> untransposed;
 };
 
 // precision: what the call computes in, already resolved and checked against the variant

@@ -152,6 +152,7 @@ PlanSummary summary_of(const Plan& p, bool lenient, Precision served, Reason why
     case Family::Tf32x3:
       out.kernel = kTf32x3Rows[p.tf32x3.row].name;
       out.split_k = p.tf32x3.splits;
+      out.transposed = p.transposed;
       break;
   }
   if (p.copy_a.made) out.copy_a = order_name(p.copy_a.order);

@@ -121,23 +121,58 @@ void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t str
   }
 }
 
-// The 3xTF32 row of the plan, split as planned (whole K tiles of the row's bk).
-void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
+// The plan's 3xTF32 row on q (its K slices set), with the scratch its launch asks for.
+void launch_tf32x3_row(const GemmParams& q, const Plan& plan, cudaStream_t stream) {
   const Tf32x3Tiling& tiling = plan.tf32x3;
   const Tf32x3Row& row = kTf32x3Rows[tiling.row];
-  p.k_slice = slice_for(p.k, tiling.splits, row.bk);
-  p.k_splits = int(ceil_div(p.k, p.k_slice));
   const ProblemKey& key = plan.key;
-  run_split_k(p, key.batch, [&](const GemmParams& q) {
-    // The caching allocator's block is stream-ordered: free for reuse once this stream's
-    // work up to here is done, so it can be released as soon as the launches are queued.
-    at::Tensor scratch;
-    if (row.scratch_bytes != nullptr)
-      scratch = at::empty({int64_t(row.scratch_bytes(row.config, q, key.la, key.lb, tiling.kernel_splits))},
-                          at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
-    row.launch(row.config, q, key.la, key.lb, key.vec4, tiling.kernel_splits,
-               scratch.defined() ? scratch.data_ptr() : nullptr, stream);
-  }, stream);
+  // The caching allocator's block is stream-ordered: free for reuse once this stream's
+  // work up to here is done, so it can be released as soon as the launches are queued.
+  at::Tensor scratch;
+  if (row.scratch_bytes != nullptr)
+    scratch = at::empty({int64_t(row.scratch_bytes(row.config, q, key.la, key.lb, tiling.kernel_splits))},
+                        at::TensorOptions().dtype(at::kByte).device(at::kCUDA, key.device));
+  row.launch(row.config, q, key.la, key.lb, key.vec4, tiling.kernel_splits,
+             scratch.defined() ? scratch.data_ptr() : nullptr, stream);
+}
+
+// The 3xTF32 row of the plan, split as planned (whole K tiles of the row's bk).
+void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
+  const Tf32x3Row& row = kTf32x3Rows[plan.tf32x3.row];
+  p.k_slice = slice_for(p.k, plan.tf32x3.splits, row.bk);
+  p.k_splits = int(ceil_div(p.k, p.k_slice));
+  run_split_k(p, plan.key.batch, [&](const GemmParams& q) { launch_tf32x3_row(q, plan, stream); }, stream);
+}
+
+// A transposed 3xTF32 plan on p (D's problem): the row computes C^T = B^T A^T's partial sums
+// over its K slices, and the transposing reduction writes D. False, with nothing launched,
+// where the split's workspace cannot be had (the row alone would write C^T over D).
+bool run_tf32x3_transposed(const GemmParams& p, const Plan& plan, cudaStream_t stream) {
+  const Tf32x3Row& row = kTf32x3Rows[plan.tf32x3.row];
+  GemmParams t = p;  // the kernel's problem
+  t.m = p.n, t.n = p.m;
+  t.a = p.b, t.b = p.a;
+  t.c = nullptr, t.beta = 0.0f;
+  t.k_slice = slice_for(p.k, plan.tf32x3.splits, row.bk);
+  t.k_splits = int(ceil_div(p.k, t.k_slice));
+  TORCH_INTERNAL_ASSERT(t.k_splits > 1, "vecgemm: a transposed plan of ", plan.key.str(), " without a K split");
+  const int max_batch = std::max(1, kMaxGridYZ / t.k_splits);
+  at::Tensor workspace;
+  try {
+    workspace = at::empty({int64_t(t.k_splits) * std::min(max_batch, p.batch) * p.m * p.n},
+                          at::device(at::kCUDA).dtype(at::kFloat));
+  } catch (const c10::OutOfMemoryError&) {
+    return false;
+  }
+  t.workspace = workspace.data_ptr<float>();
+  GemmParams reduce = p;
+  reduce.k_splits = t.k_splits, reduce.k_slice = t.k_slice, reduce.workspace = t.workspace;
+  for (int b0 = 0; b0 < p.batch; b0 += max_batch) {
+    const int count = std::min(max_batch, p.batch - b0);
+    launch_tf32x3_row(batch_slice(t, b0, count), plan, stream);
+    launch_splitk_reduce_transposed(batch_slice(reduce, b0, count), stream);
+  }
+  return true;
 }
 
 // The tiled kernel of `choice` (and the split-K reduction or the stream-K tail and its
@@ -212,7 +247,10 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
     return;
   }
   if (plan.family == Family::Tf32x3) {
-    run_tf32x3(p, plan, stream);
+    if (!plan.transposed)
+      run_tf32x3(p, plan, stream);
+    else if (!run_tf32x3_transposed(p, plan, stream))
+      execute(*plan.untransposed, D, A, B, C, alpha, beta);
     return;
   }
   TilingChoice choice = plan.tiling;

@@ -17,7 +17,8 @@ namespace vecgemm {
 // Execution departs from the plan only for memory: the copies, the split-K workspace and
 // the stream-K pieces are temporary tensors from PyTorch's caching allocator, for speed
 // only, and where one cannot be had the product runs without it (the operands as they are,
-// unsplit, no tail), with the same result. In autotune mode a problem met for the first
+// unsplit, no tail), with the same result; a plan run on its transpose runs its
+// untransposed plan instead. In autotune mode a problem met for the first
 // time has its candidates timed first, and torch.matmul's product of A and B beside them
 // (runtime/autotune.h).
 void execute(const Plan& plan, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
