@@ -124,14 +124,19 @@ bool tf32x3_row_takes(int r, const ProblemKey& key) {
 // prices it on the problem's storage.
 bool tf32x3_row_plannable(int r, const ProblemKey& key) { return tf32x3_row_takes(r, key) && tf32x3_priced(key, r); }
 
-// The row and split predicted fastest among the rows auto may plan that are at least as
-// accurate as fp32 summing `fp32_sum` products (earlier rows on a tie); none where no row
-// qualifies.
-std::optional<Tf32x3Estimate> tf32x3_choice(const ProblemKey& key, int64_t fp32_sum) {
+// The row and split predicted fastest for `key` among the rows auto may plan that are at
+// least as accurate as fp32 summing `fp32_sum` products (earlier rows on a tie), each split
+// at least `fewest_splits` ways, and only the rows with a split pass (the wgmma ones) where
+// `split_pass_rows_only`; none where no row qualifies.
+std::optional<Tf32x3Estimate> fastest_tf32x3_row(const ProblemKey& key, int64_t fp32_sum, int fewest_splits = 1,
+                                                 bool split_pass_rows_only = false) {
   std::optional<Tf32x3Estimate> best;
   for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    if (!tf32x3_row_plannable(r, key) || fp32_sum < kTf32x3Rows[r].min_fp32_sum) continue;
-    const Tf32x3Estimate c = tf32x3_cheapest_split(key, r);
+    const Tf32x3Row& row = kTf32x3Rows[r];
+    if ((split_pass_rows_only && row.kernel_can_split == nullptr) || !tf32x3_row_plannable(r, key) ||
+        fp32_sum < row.min_fp32_sum)
+      continue;
+    const Tf32x3Estimate c = tf32x3_cheapest_split(key, r, fewest_splits);
     if (!best || c.ns < best->ns) best = c;
   }
   return best;
@@ -151,8 +156,8 @@ ProblemKey transposed_key(const ProblemKey& key) {
   return t;
 }
 
-// tf32x3_choice on the transpose, for a product of few rows and many columns, or none. Only
-// the wgmma rows (those with a split pass) are candidates: the mma.sync rows have 64-row
+// fastest_tf32x3_row on the transpose, for a product of few rows and many columns, or none.
+// Only the wgmma rows (those with a split pass) are candidates: the mma.sync rows have 64-row
 // tiles for few rows as given, and the narrow-side pair are each other's transpose. The split
 // is at least 2, since only the reduction writes D in its own order, so K must hold two
 // slices.
@@ -160,14 +165,7 @@ std::optional<Tf32x3Estimate> tf32x3_transposed_choice(const ProblemKey& key, in
   if (key.m > kTransposedMaxRows || key.n <= kTransposedMaxRows) return std::nullopt;
   const ProblemKey t = transposed_key(key);
   if (tf32x3_most_splits(t) < 2) return std::nullopt;
-  std::optional<Tf32x3Estimate> best;
-  for (int r = 0; r < kNumTf32x3Rows; ++r) {
-    const Tf32x3Row& row = kTf32x3Rows[r];
-    if (row.kernel_can_split == nullptr || !tf32x3_row_plannable(r, t) || fp32_sum < row.min_fp32_sum) continue;
-    const Tf32x3Estimate c = tf32x3_cheapest_split(t, r, 2);
-    if (!best || c.ns < best->ns) best = c;
-  }
-  return best;
+  return fastest_tf32x3_row(t, fp32_sum, 2, true);
 }
 
 // The shortest floor among the rows auto may plan; none where there is none.
@@ -225,7 +223,7 @@ int64_t fp32_sum_of(const ProblemKey& key, const Plan& ieee) {
 }
 
 // Why the auto plan runs `ieee` rather than 3xTF32, or none; `choice`: the fastest row as
-// accurate as `ieee` (tf32x3_choice, or tf32x3_transposed_choice where `transposed`), none
+// accurate as `ieee` (fastest_tf32x3_row, or tf32x3_transposed_choice where `transposed`), none
 // where no row is.
 Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate>& choice, const Plan& ieee,
                        bool transposed = false) {
@@ -408,7 +406,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
     if (fixed_row) return tf32x3_plan(out.key, tf32x3_cheapest_split(out.key, fixed_row->row));
     Plan ieee = make_plan(problem, variant, Precision::Ieee, allow_copies);
     const int64_t fp32_sum = fp32_sum_of(out.key, ieee);
-    const std::optional<Tf32x3Estimate> given = tf32x3_choice(out.key, fp32_sum);
+    const std::optional<Tf32x3Estimate> given = fastest_tf32x3_row(out.key, fp32_sum);
     const std::optional<Tf32x3Estimate> flipped = tf32x3_transposed_choice(out.key, fp32_sum);
     // The transpose where it is predicted faster, the problem as given on a tie.
     const bool transpose = flipped && (!given || flipped->ns < given->ns);

@@ -94,31 +94,42 @@ bool run_stream_k(const GemmParams& p, const ProblemKey& key, int config, cudaSt
   return true;
 }
 
-// Launches a kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K
-// workspace, batches walked in chunks past grid.z's limit (batch x splits <= kMaxGridYZ), and
-// after each chunk's kernel the split-K reduction. Every family that writes split-K
-// partials (epilogue.cuh's store_partial4) runs through here.
-template <class Launch>
-void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream) {
-  int max_batch = std::max(1, kMaxGridYZ / p.k_splits);
+// A kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K workspace,
+// sized for the largest chunk of batches grid.z takes (batch x splits <= kMaxGridYZ), and
+// per chunk launch(q) on the chunk's parameters, then, where K is split, reduce(q, first,
+// count) on the chunk's batches. False, with nothing launched, where the caching allocator
+// cannot give the workspace.
+template <class Launch, class Reduce>
+bool run_k_slices(GemmParams p, int batch, const Launch& launch, const Reduce& reduce) {
+  const int max_batch = std::max(1, kMaxGridYZ / p.k_splits);
   at::Tensor workspace;
   if (p.k_splits > 1) {
-    // Sized for the largest batch chunk. Where the caching allocator cannot give it, the
-    // kernel runs over the whole of K instead.
     try {
       workspace = at::empty({int64_t(p.k_splits) * std::min(max_batch, batch) * p.m * p.n},
                             at::device(at::kCUDA).dtype(at::kFloat));
-      p.workspace = workspace.data_ptr<float>();
     } catch (const c10::OutOfMemoryError&) {
-      p.k_slice = p.k, p.k_splits = 1;
-      max_batch = kMaxGridYZ;
+      return false;
     }
+    p.workspace = workspace.data_ptr<float>();
   }
   for (int b0 = 0; b0 < batch; b0 += max_batch) {
-    const GemmParams q = batch_slice(p, b0, std::min(max_batch, batch - b0));
+    const int count = std::min(max_batch, batch - b0);
+    const GemmParams q = batch_slice(p, b0, count);
     launch(q);
-    if (p.k_splits > 1) launch_splitk_reduce(q, stream);
+    if (p.k_splits > 1) reduce(q, b0, count);
   }
+  return true;
+}
+
+// run_k_slices with the split-K reduction, for every family that writes split-K partials
+// (epilogue.cuh's store_partial4). Where the workspace cannot be had, the kernel runs over
+// the whole of K instead.
+template <class Launch>
+void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream) {
+  const auto reduce = [&](const GemmParams& q, int, int) { launch_splitk_reduce(q, stream); };
+  if (run_k_slices(p, batch, launch, reduce)) return;
+  p.k_slice = p.k, p.k_splits = 1;
+  run_k_slices(p, batch, launch, reduce);  // unsplit: no workspace to fail
 }
 
 // The plan's 3xTF32 row on q (its K slices set), with the scratch its launch asks for.
@@ -156,23 +167,13 @@ bool run_tf32x3_transposed(const GemmParams& p, const Plan& plan, cudaStream_t s
   t.k_slice = slice_for(p.k, plan.tf32x3.splits, row.bk);
   t.k_splits = int(ceil_div(p.k, t.k_slice));
   TORCH_INTERNAL_ASSERT(t.k_splits > 1, "vecgemm: a transposed plan of ", plan.key.str(), " without a K split");
-  const int max_batch = std::max(1, kMaxGridYZ / t.k_splits);
-  at::Tensor workspace;
-  try {
-    workspace = at::empty({int64_t(t.k_splits) * std::min(max_batch, p.batch) * p.m * p.n},
-                          at::device(at::kCUDA).dtype(at::kFloat));
-  } catch (const c10::OutOfMemoryError&) {
-    return false;
-  }
-  t.workspace = workspace.data_ptr<float>();
-  GemmParams reduce = p;
-  reduce.k_splits = t.k_splits, reduce.k_slice = t.k_slice, reduce.workspace = t.workspace;
-  for (int b0 = 0; b0 < p.batch; b0 += max_batch) {
-    const int count = std::min(max_batch, p.batch - b0);
-    launch_tf32x3_row(batch_slice(t, b0, count), plan, stream);
-    launch_splitk_reduce_transposed(batch_slice(reduce, b0, count), stream);
-  }
-  return true;
+  return run_k_slices(
+      t, p.batch, [&](const GemmParams& q) { launch_tf32x3_row(q, plan, stream); },
+      [&](const GemmParams& q, int first, int count) {
+        GemmParams reduce = p;  // D's problem, summing the kernel's partials
+        reduce.k_splits = q.k_splits, reduce.k_slice = q.k_slice, reduce.workspace = q.workspace;
+        launch_splitk_reduce_transposed(batch_slice(reduce, first, count), stream);
+      });
 }
 
 // The tiled kernel of `choice` (and the split-K reduction or the stream-K tail and its
