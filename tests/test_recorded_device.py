@@ -105,21 +105,23 @@ def test_tall_skinny_products_take_the_64_wide_wgmma_tiles(h200_like):
 
 @pytest.mark.skipif(WGMMA_64 not in TF32X3_KERNELS, reason="no wgmma row in this build")
 def test_few_rows_run_on_the_transpose(h200_like):
-    """M <= 64 < N with the weight K-contiguous (x @ W.T: rc, and cc): C^T = B^T A^T fills
-    the wgmma row's 128-row tiles that the problem as given would fill half of at most, in
-    two or more K slices (the transposing reduction writes D). Where the weight is stored
-    N-contiguous (rr, cr) it would go through the split pass, which costs more than it
-    gains; the narrow-side kernel keeps 32 rows and fewer; a named row plans the problem as
-    given."""
+    """M <= 64 < N: C^T = B^T A^T fills the wgmma row's 128-row tiles that the problem as
+    given would fill half of at most, in two or more K slices (the transposing reduction
+    writes D). The weight is the kernel's A in every storage order: K-contiguous (x @ W.T:
+    rc, cc) its tiles are K-major, stored (in, out) (x @ W: rr, cr) M-major, and either way
+    its parts are made in the kernel's registers, not by the split pass. The narrow-side
+    kernel keeps 32 rows and fewer; a named row plans the problem as given."""
     for m in (64, 48, 33):
-        for orders in ("rc", "cc"):
+        for orders in ("rc", "cc", "rr", "cr"):
             p = plan(h200_like, m, 4096, 4096, orders, precision="3xtf32")
             assert (p["family"], p["kernel"], p["transposed"]) == ("tf32x3", WGMMA_64, True), p
             assert p["split_k"] >= 2 and "on the transpose" in p["description"], p
+            assert "A" not in passed_operands(p["description"]), p
             # The kernel's operands are B^T and A^T, each read in the other order.
-            assert p["orders"] == {"rc": "rc", "cc": "rr"}[orders], p
-        for orders in ("rr", "cr"):
-            assert not plan(h200_like, m, 4096, 4096, orders, precision="3xtf32")["transposed"]
+            assert p["orders"] == {"rc": "rc", "cc": "rr", "rr": "cc", "cr": "cr"}[orders], p
+    # Without the profile's figure for an M-major A, a weight stored (in, out) would go
+    # through the pass, which costs more than the transpose gains.
+    assert not plan(_m_major_a_unpriced_device(), 64, 4096, 4096, "rr", precision="3xtf32")["transposed"]
     assert plan(h200_like, 64, 11008, 4096, "rc", precision="3xtf32")["transposed"]
     assert plan(h200_like, 32, 4096, 4096, "rc", precision="3xtf32")["kernel"] == "tf32x3_few_rows_mma"
     assert not plan(h200_like, 4096, 4096, 4096, "rc", precision="3xtf32")["transposed"]
@@ -174,6 +176,20 @@ def test_the_narrow_side_rows_serve_from_the_wgmma_kernels_floor(h200_like):
     assert "below 128" in plan(h200_like, 8, 4096, 100, "rc", precision="3xtf32")["precision_fallback"]
 
 
+def _m_major_a_unpriced_device():
+    """A recorded sm_90 GPU of 131 SMs priced with the H200's figures but without the wgmma
+    rows' a_split_m_major_ns: there a column-major A goes through the split pass."""
+    from torch_vecgemm import _C, _profiles
+
+    doc = json.loads((_profiles.FOLDER / "h200.json").read_text())
+    for row in doc["tf32x3"].values():
+        if isinstance(row, dict):
+            row.pop("a_split_m_major_ns", None)
+    doc.update(name="no M-major A figure", serves={"capability": 90, "sms": 131})
+    _C._add_device_profile(_profiles.as_planner_data(doc))
+    return _testing.add_recorded_device(facts(90, 131))
+
+
 def _split_priced_device(a_tiles, b_tiles, sms):
     """A recorded sm_90 GPU of its own SM count, priced with the H200's figures but the wgmma
     row's own-split figures (conftest.split_priced_profile)."""
@@ -189,14 +205,15 @@ def _split_priced_device(a_tiles, b_tiles, sms):
 @pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (512, 11008, 4096), (8192, 3072, 768)])
 def test_the_wgmma_kernel_splits_what_it_can_read_where_priced_below_the_pass(m, n, k):
-    """The kernel makes an operand's parts itself only where the operand is K-contiguous
-    (wgmma's tf32 operands are K-major) and its rows 16-byte aligned (TMA's rule), and the
-    profile prices that below the split pass; the rest goes through the pass."""
+    """The kernel makes an operand's parts itself only where it can read the operand (A in
+    either order, its parts made in registers; B K-contiguous, since its parts stay in shared
+    memory for wgmma, whose tf32 operands are K-major there), its lines 16-byte aligned (TMA's
+    rule), and the profile prices that below the split pass; the rest goes through the pass."""
     for sms, (choice, (a_tiles, b_tiles)) in enumerate(FORCING.items(), start=120):
         made = MADE[choice]
         device = _split_priced_device(a_tiles, b_tiles, sms)
         for orders in ("rr", "rc", "cr", "cc"):
-            readable = {x for x, k_contiguous in (("A", orders[0] == "r"), ("B", orders[1] == "c")) if k_contiguous}
+            readable = {"A"} | ({"B"} if orders[1] == "c" else set())
             p = plan(device, m, n, k, orders, precision="3xtf32")
             assert p["kernel"] == WGMMA and passed_operands(p["description"]) == {"A", "B"} - (made & readable), p
         unaligned = plan(device, m, n, k, "rc", precision="3xtf32", aligned=False)

@@ -2,8 +2,9 @@
 split pass's parts: A's parts made in its consumers' registers, B's in shared memory by its
 producer warpgroup's idle warps, each alone and both at once?
 
-Each problem has both operands K-contiguous and 16-byte aligned (A row-major, B
-column-major: x @ W.T), so that every choice is open. It runs on `tf32x3_128x128_wgmma`
+Each problem runs with B K-contiguous (column-major) and both operands 16-byte aligned, so
+that every choice is open: A row-major (x @ W.T), whose K-major tiles give `a_split_ns`,
+and A column-major, whose M-major tiles give `a_split_m_major_ns`. It runs on `tf32x3_128x128_wgmma`
 four ways, the choice forced by giving the planner a copy of the device's profile whose
 split figures pick it (the shipped profile is put back at the end); each call's device
 time is `benchmarks.common.time_ms`'s (median, L2 cleared before each run), beside
@@ -40,6 +41,8 @@ BLOCKS_PER_SM = 1  # the wgmma kernel's 197 KB of shared memory
 # above 0); and the operands each choice has the kernel make itself where it can read them.
 FORCING = {"pass": (1e3, 1e3), "A": (-0.9, 1e3), "B": (1e3, -0.9), "both": (-0.45, -0.45)}
 MADE = {"pass": frozenset(), "A": frozenset("A"), "B": frozenset("B"), "both": frozenset("AB")}
+# The storage orders measured, each with the figure its A choice fits: A's tiles K-major, M-major.
+ORDERS = {"rc": "a_split_ns", "cc": "a_split_m_major_ns"}
 
 
 def wave_tiles(m, n, k, sms, overhead_tiles, bm=128, bn=128, bk=32):
@@ -83,7 +86,8 @@ def forced(profile, a_tiles, b_tiles):
     """The profile with the row's split figures set to these multiples of its K tile."""
     doc = copy.deepcopy(profile)
     row = doc["tf32x3"][ROW]
-    row.update(a_split_ns=a_tiles * row["k_tile_ns"], b_split_ns=b_tiles * row["k_tile_ns"])
+    row.update(a_split_ns=a_tiles * row["k_tile_ns"], a_split_m_major_ns=a_tiles * row["k_tile_ns"],
+               b_split_ns=b_tiles * row["k_tile_ns"])
     return doc
 
 
@@ -92,9 +96,9 @@ def use(profile):
     torch_vecgemm._C.clear_tuning_cache()  # a new generation: the plans made so far are not reused
 
 
-def measure(m, n, k, profile, timing):
-    A, B = make_operands(m, n, k, "rc", "cuda", seed=m + n + k)
-    out = dict(m=m, n=n, k=k, torch_us=time_ms(lambda: torch.matmul(A, B), **timing) * 1e3, us={}, plans={})
+def measure(m, n, k, orders, profile, timing):
+    A, B = make_operands(m, n, k, orders, "cuda", seed=m + n + k)
+    out = dict(m=m, n=n, k=k, orders=orders, torch_us=time_ms(lambda: torch.matmul(A, B), **timing) * 1e3, us={}, plans={})
     for choice, (a, b) in FORCING.items():
         use(forced(profile, a, b))
         fn = lambda: torch.ops.vecgemm.sgemm(A, B, None, 1.0, 0.0, ROW, "3xtf32")  # noqa: E731
@@ -117,16 +121,19 @@ def main(argv=None):
     profile = profile_of_device()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     timing = dict(warmup_ms=10, rep_ms=args.rep_ms)
-    records = [measure(m, n, k, profile, timing) for m, n, k in PROBLEMS]
-    print(f"{'M x N x K':<18} {'torch':>8} " + " ".join(f"{c:>15}" for c in FORCING))
+    records = [measure(m, n, k, orders, profile, timing) for orders in ORDERS for m, n, k in PROBLEMS]
+    print(f"{'M x N x K':<22} {'torch':>8} " + " ".join(f"{c:>15}" for c in FORCING))
     for r in records:
         cells = " ".join(f"{r['us'][c]:8.1f} {r['torch_us'] / r['us'][c]:5.2f}x" for c in FORCING)
-        print(f"{r['m']}x{r['n']}x{r['k']:<8} {r['torch_us']:8.1f} {cells}")
-    fit = split_figures(records, profile, sms)
+        print(f"{r['m']}x{r['n']}x{r['k']:<8} {r['orders']} {r['torch_us']:8.1f} {cells}")
     row = profile["tf32x3"][ROW]
-    print(f"fitted a K tile's ns over the pass's parts (the profile's now: a_split_ns {row['a_split_ns']}, "
-          f"b_split_ns {row['b_split_ns']}): A {fit['A']:+.0f}, B {fit['B']:+.0f}, both {fit['both']:+.0f} "
-          f"(A + B {fit['A'] + fit['B']:+.0f})")
+    fit = {}
+    for orders, a_field in ORDERS.items():
+        fit[orders] = split_figures([r for r in records if r["orders"] == orders], profile, sms)
+        f = fit[orders]
+        print(f"{orders}: fitted a K tile's ns over the pass's parts (the profile's now: {a_field} "
+              f"{row.get(a_field)}, b_split_ns {row['b_split_ns']}): A {f['A']:+.0f}, B {f['B']:+.0f}, "
+              f"both {f['both']:+.0f} (A + B {f['A'] + f['B']:+.0f})")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(dict(machine=machine_info(), records=records, fit=fit), f, indent=1)

@@ -284,9 +284,10 @@ namespace {
 // kTf32x3MinSlice (8 K tiles: several rounds of the pipeline after its fill) and at most
 // kTf32x3MaxSplits of them. A row with a split pass (the wgmma form) also pays it: one
 // launch for the operands the pass splits, which reads 4 and writes 8 bytes an element.
-// Its kernel can make a K-contiguous operand's parts itself instead, for the profile's
-// a_split_ns or b_split_ns more (or less) a K tile: A's in registers as its consumers load
-// them, B's in shared memory by the producer's idle warps (their traffic there is the cost).
+// Its kernel can make an aligned operand's parts itself instead (A in either order, B where
+// K-contiguous), for the profile's a_split_ns (a_split_m_major_ns for a column-major A) or
+// b_split_ns more (or less) a K tile: A's in registers as its consumers load them, B's in
+// shared memory by the producer's idle warps (their traffic there is the cost).
 // The choice is the cheapest of the four, the pass with neither operand on a tie.
 constexpr int kTf32x3MinSlice = 256;
 constexpr int kTf32x3MaxSplits = 32;
@@ -318,13 +319,17 @@ Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   const auto pass_ns = [&](int64_t rows) {
     return profile.launch_ns + kTf32x3SplitPassBytes * double(key.batch) * rows * key.k / profile.bytes_per_ns;
   };
-  const SplitOperands can = r.kernel_can_split(key);
+  SplitOperands can = r.kernel_can_split(key);
+  // An M-major A's parts made in registers are priced apart, where the profile has measured them.
+  const double a_split_ns = key.la == Layout::RowMajor ? profile.tf32x3_a_split_ns[row]
+                                                       : profile.tf32x3_a_split_m_major_ns[row];
+  can.a = can.a && !std::isnan(a_split_ns);
   double extra = pass_ns(key.m + key.n);  // one launch splits both
   SplitOperands chosen{false, false};
   for (const SplitOperands in_kernel : {SplitOperands{true, false}, SplitOperands{false, true}, SplitOperands{true, true}}) {
     if ((in_kernel.a && !can.a) || (in_kernel.b && !can.b)) continue;
     const int64_t passed_rows = (in_kernel.a ? 0 : key.m) + (in_kernel.b ? 0 : key.n);
-    const double ns = wave_tiles * ((in_kernel.a ? profile.tf32x3_a_split_ns[row] : 0.0) +
+    const double ns = wave_tiles * ((in_kernel.a ? a_split_ns : 0.0) +
                                     (in_kernel.b ? profile.tf32x3_b_split_ns[row] : 0.0)) +
                       (passed_rows > 0 ? pass_ns(passed_rows) : 0.0);
     if (ns < extra) extra = ns, chosen = in_kernel;

@@ -57,6 +57,9 @@ constexpr int kNumTf32x3Fields = sizeof(kTf32x3Fields) / sizeof(kTf32x3Fields[0]
 // the unaligned one. Left out: the row is not priced on that storage.
 constexpr const char* kTf32x3OrderFields[kNumOrders] = {"rr_percent", "rc_percent", "cr_percent", "cc_percent"};
 constexpr const char* kTf32x3UnalignedField = "unaligned_percent";
+// Optional: a K tile's extra ns where the kernel makes a column-major (M-major) A's parts;
+// left out, such an A goes through the split pass.
+constexpr const char* kTf32x3MMajorAField = "a_split_m_major_ns";
 // The hand-off rule's weights, by the names its file gives them.
 struct HandoffField {
   const char* name;
@@ -176,31 +179,40 @@ class ProfileReader {
       }
       // The storage figures: percents above 0 and at most 1000 (a row ten times faster on
       // another storage than on the one it was fitted on is a mistake); 0 where left out.
-      size_t storage_fields = 0;
+      size_t optional_fields = 0;
       const auto storage_percent = [&](const char* field, double& out) {
         out = 0.0;
         const auto it = figures.find(field);
         if (it == figures.end()) return true;
-        ++storage_fields;
+        ++optional_fields;
         out = it->second;
         return std::isfinite(out) && out > 0.0 && out <= 1000.0;
       };
       bool storage_ok = storage_percent(kTf32x3UnalignedField, p.tf32x3_unaligned_percent[*row]);
+      double m_major_a = std::nan("");
+      if (const auto it = figures.find(kTf32x3MMajorAField); it != figures.end()) {
+        ++optional_fields;
+        m_major_a = it->second;
+        if (!std::isfinite(m_major_a) || !(v[0] + std::min(m_major_a, 0.0) + std::min(v[3], 0.0) > 0.0))
+          return fail(row_name + "'s " + kTf32x3MMajorAField +
+                      " must be a number that leaves k_tile_ns plus it, and plus b_split_ns too, above 0");
+      }
       for (int o = 0; o < kNumOrders; ++o)
         storage_ok = storage_percent(kTf32x3OrderFields[o], p.tf32x3_order_percent[*row][o]) && storage_ok;
       // The split figures are differences, and may be below 0 (an in-kernel split faster
       // than the pass's parts); a K tile's time may not be, whatever the kernel splits.
       const double fastest_k_tile = v[0] + std::min(v[2], 0.0) + std::min(v[3], 0.0);
-      if (figures.size() != size_t(kNumTf32x3Fields) + storage_fields || !storage_ok || !(v[0] > 0.0) || v[1] < 0.0 ||
+      if (figures.size() != size_t(kNumTf32x3Fields) + optional_fields || !storage_ok || !(v[0] > 0.0) || v[1] < 0.0 ||
           !(fastest_k_tile > 0.0))
         return fail(row_name + " takes k_tile_ns (above 0), block_overhead_tiles (at least 0), a_split_ns and b_split_ns "
                     "(k_tile_ns plus either, or both, still above 0), and, for each storage it is priced on, "
                     "rr_percent, rc_percent, cr_percent, cc_percent, unaligned_percent (above 0, at most 1000), "
-                    "and nothing else");
+                    "optionally a_split_m_major_ns, and nothing else");
       p.tf32x3_k_tile_ns[*row] = v[0];
       p.tf32x3_block_overhead_tiles[*row] = v[1];
       p.tf32x3_a_split_ns[*row] = v[2];
       p.tf32x3_b_split_ns[*row] = v[3];
+      p.tf32x3_a_split_m_major_ns[*row] = m_major_a;
     }
     for (int r = 0; r < kNumTf32x3Rows; ++r)
       if (!seen[r]) return fail(std::string("it has no figures for ") + kTf32x3Rows[r].name);

@@ -62,6 +62,9 @@ struct DeviceProfile {
   double tf32x3_block_overhead_tiles[kNumTf32x3Rows];
   double tf32x3_a_split_ns[kNumTf32x3Rows];
   double tf32x3_b_split_ns[kNumTf32x3Rows];
+  // a_split_ns for a column-major A, whose parts the kernel makes from M-major tiles; NaN
+  // where the profile has not measured it (such an A then goes through the pass).
+  double tf32x3_a_split_m_major_ns[kNumTf32x3Rows];
   // Each row's speed in each storage order (rr, rc, cr, cc), and with operands not 16-byte
   // aligned, against the storage its figures were fitted on, in percent; 0 where the
   // profile has not measured it: the row is not priced there, and auto does not plan it

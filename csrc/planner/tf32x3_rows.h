@@ -66,11 +66,13 @@ inline void launch(int config, const GemmParams& p, Layout la, Layout lb, bool, 
                    void* scratch, cudaStream_t stream) {
   launch_sgemm_3xtf32_wgmma(config, p, la, lb, kernel_splits, scratch, dependent_launch_enabled(), stream);
 }
-// A K-contiguous operand (A row-major, B column-major) when both are 16-byte aligned: TMA
-// reads it as fp32. The launch's rule (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at
-// strides the key does not keep, and sends an operand it refuses through the pass.
+// When both operands are 16-byte aligned, TMA reads A as fp32 in either order (its parts
+// are made in registers, from K-major or M-major tiles) and B where it is K-contiguous
+// (column-major; its parts are made in shared memory, where wgmma reads them K-major). The
+// launch's rule (read_as_fp32, sgemm_3xtf32_wgmma.cu) also looks at strides the key does
+// not keep, and sends an operand it refuses through the pass.
 inline SplitOperands kernel_can_split(const ProblemKey& key) {
-  return {key.la == Layout::RowMajor && key.vec4, key.lb == Layout::ColMajor && key.vec4};
+  return {key.vec4, key.lb == Layout::ColMajor && key.vec4};
 }
 }  // namespace tf32x3_wgmma_row
 

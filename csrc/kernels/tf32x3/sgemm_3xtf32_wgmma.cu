@@ -40,22 +40,25 @@ int width_of(int config) {
 int64_t tiles_of(const GemmParams& p, int bn) { return int64_t((p.m + w::BM - 1) / w::BM) * ((p.n + bn - 1) / bn); }
 
 // Whether TMA can read an operand's fp32 values as they are, so that the kernel splits
-// them and the split pass skips it: K-contiguous (wgmma's K-major tiles), a 16-byte aligned
-// pointer and strides (TMA's rule), rows of at least K (a row's box never reads the next
-// row's values) and planes that do not overlap (the stride order TMA describes). rows: M
-// for A, N for B; planes > 1 only where the operand is not broadcast and the batch is.
-bool read_as_fp32(const Operand& x, bool k_contiguous, int rows, int k, int planes) {
+// them and the split pass skips it: a 16-byte aligned pointer and strides (TMA's rule),
+// lines at least as long as the values they hold (a line's box never reads the next line's)
+// and planes that do not overlap (the stride order TMA describes). lines and line_length:
+// rows and K for a K-contiguous operand, K and rows for an M-major A (rows: M for A, N for
+// B); planes > 1 only where the operand is not broadcast and the batch is.
+bool read_as_fp32(const Operand& x, int64_t lines, int64_t line_length, int planes) {
   constexpr int64_t kMaxStride = int64_t(1) << 37;  // floats: TMA's strides are below 2^40 bytes
   const int64_t batch_stride = planes == 1 ? 0 : x.batch_stride;
-  if (!k_contiguous || k <= 0 || !lines_aligned16(x.ptr, x.ld, batch_stride) || x.ld < k || x.ld >= kMaxStride)
+  if (lines <= 0 || line_length <= 0 || !lines_aligned16(x.ptr, x.ld, batch_stride) || x.ld < line_length ||
+      x.ld >= kMaxStride)
     return false;
-  return planes == 1 || (x.batch_stride >= x.ld * rows && x.batch_stride < kMaxStride);
+  return planes == 1 || (x.batch_stride >= x.ld * lines && x.batch_stride < kMaxStride);
 }
 
 struct Scratch {
   int64_t flag_bytes, a_bytes, b_bytes;
   int a_planes, b_planes, chunk;
-  bool fp32_a, fp32_b;  // read as fp32 and split in the kernel: no workspace parts
+  w::ASource a;  // the kernel's A: the pass's parts, or read as fp32 (no workspace parts)
+  bool fp32_b;   // B read as fp32 and split in the kernel
 };
 
 // A split call's partials are indexed by the whole batch (the caller chunks it), so it runs
@@ -66,11 +69,15 @@ Scratch layout(int bn, const GemmParams& p, Layout la, Layout lb, SplitOperands 
   w.chunk = splits > 1 ? std::max(p.batch, 1) : std::min(std::max(p.batch, 1), kMaxGridYZ);
   w.a_planes = p.a.batch_stride == 0 ? 1 : w.chunk;
   w.b_planes = p.b.batch_stride == 0 ? 1 : w.chunk;
-  w.fp32_a = kernel_splits.a && read_as_fp32(p.a, la == Layout::RowMajor, p.m, p.k, w.a_planes);
-  w.fp32_b = kernel_splits.b && read_as_fp32(p.b, lb == Layout::ColMajor, p.n, p.k, w.b_planes);
+  // A's fp32 lines run along K where it is row-major, along M where it is column-major.
+  const bool a_k_major = la == Layout::RowMajor;
+  w.a = !kernel_splits.a ? w::ASource::kParts
+        : a_k_major      ? (read_as_fp32(p.a, p.m, p.k, w.a_planes) ? w::ASource::kFp32KMajor : w::ASource::kParts)
+                         : (read_as_fp32(p.a, p.k, p.m, w.a_planes) ? w::ASource::kFp32MMajor : w::ASource::kParts);
+  w.fp32_b = kernel_splits.b && lb == Layout::ColMajor && read_as_fp32(p.b, p.n, p.k, w.b_planes);
   const int64_t kp = w::padded_k(std::max(p.k, 1));
   w.flag_bytes = align256(tiles_of(p, bn) * w.chunk * splits * 4);
-  w.a_bytes = w.fp32_a ? 0 : align256(int64_t(w.a_planes) * 2 * p.m * kp * 4);
+  w.a_bytes = w.a != w::ASource::kParts ? 0 : align256(int64_t(w.a_planes) * 2 * p.m * kp * 4);
   w.b_bytes = w.fp32_b ? 0 : align256(int64_t(w.b_planes) * 2 * p.n * kp * 4);
   return w;
 }
@@ -89,14 +96,15 @@ PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   return f;
 }
 
-// A {K, rows, planes} tensor with the given row and plane strides (floats), in boxes of
-// {32, box_rows, box_planes}, 128-byte swizzled for wgmma. Coordinates past K or rows read
-// as zero: no padding is written or needed.
-CUtensorMap tensor_map(const float* base, int rows, int k, int64_t planes, int64_t row_stride, int64_t plane_stride,
-                       int box_rows, int box_planes) {
-  const cuuint64_t dims[3] = {cuuint64_t(std::max(k, 1)), cuuint64_t(rows), cuuint64_t(planes)};
-  const cuuint64_t strides[2] = {cuuint64_t(row_stride) * 4, cuuint64_t(plane_stride) * 4};
-  const cuuint32_t box[3] = {cuuint32_t(w::kBK), cuuint32_t(box_rows), cuuint32_t(box_planes)};
+// A {inner, outer, planes} tensor with the given outer and plane strides (floats), in boxes
+// of {box_inner, box_outer, box_planes}, 128-byte swizzled for wgmma. Coordinates past its
+// dimensions read as zero: no padding is written or needed.
+CUtensorMap tensor_map(const float* base, int64_t inner, int64_t outer, int64_t planes, int64_t outer_stride,
+                       int64_t plane_stride, int box_inner, int box_outer, int box_planes) {
+  const cuuint64_t dims[3] = {cuuint64_t(std::max<int64_t>(inner, 1)), cuuint64_t(std::max<int64_t>(outer, 1)),
+                              cuuint64_t(planes)};
+  const cuuint64_t strides[2] = {cuuint64_t(outer_stride) * 4, cuuint64_t(plane_stride) * 4};
+  const cuuint32_t box[3] = {cuuint32_t(box_inner), cuuint32_t(box_outer), cuuint32_t(box_planes)};
   const cuuint32_t steps[3] = {1, 1, 1};
   CUtensorMap map;
   const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, const_cast<float*>(base), dims, strides, box,
@@ -110,13 +118,21 @@ CUtensorMap tensor_map(const float* base, int rows, int k, int64_t planes, int64
 // boxes of both parts.
 CUtensorMap parts_map(const float* parts, int rows, int k, int planes, int box_rows) {
   const int64_t kp = w::padded_k(std::max(k, 1));
-  return tensor_map(parts, rows, k, 2 * int64_t(planes), kp, kp * rows, box_rows, 2);
+  return tensor_map(parts, k, rows, 2 * int64_t(planes), kp, kp * rows, w::kBK, box_rows, 2);
 }
 
-// An operand read as fp32 (read_as_fp32): its own strides, boxes of one plane. The plane
-// stride of a single plane is never used; it is given as a whole matrix's, which TMA takes.
+// A K-contiguous operand read as fp32 (read_as_fp32): its own strides, boxes of one plane.
+// The plane stride of a single plane is never used; it is given as a whole matrix's, which
+// TMA takes.
 CUtensorMap fp32_map(const Operand& x, int rows, int k, int planes, int box_rows) {
-  return tensor_map(x.ptr, rows, k, planes, x.ld, planes == 1 ? x.ld * rows : x.batch_stride, box_rows, 1);
+  return tensor_map(x.ptr, k, rows, planes, x.ld, planes == 1 ? x.ld * rows : x.batch_stride, w::kBK, box_rows, 1);
+}
+
+// An M-major A read as fp32: {M, K, planes} in boxes of 32 rows by one K tile (the kernel
+// loads BM / 32 of them a K tile).
+CUtensorMap m_major_map(const Operand& x, int rows, int k, int planes) {
+  return tensor_map(x.ptr, rows, k, planes, x.ld, planes == 1 ? x.ld * k : x.batch_stride, w::kAMajorBoxRows,
+                    w::kBK, 1);
 }
 
 // One operand's share of the split pass (rows: M for A, N for B); none where the kernel
@@ -190,16 +206,27 @@ bool sgemm_3xtf32_wgmma_available() {
 }
 
 namespace {
-template <int kBN>
-const void* kernel_for(bool fp32_a, bool fp32_b) {
-  if (fp32_a) return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, true, true>)
-                            : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, true, false>);
-  return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, false, true>)
-                : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, false, false>);
+template <int kBN, w::ASource kA>
+const void* kernel_for(bool fp32_b) {
+  return fp32_b ? reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, kA, true>)
+                : reinterpret_cast<const void*>(&w::sgemm_3xtf32_wgmma<kBN, kA, false>);
 }
 
-const void* kernel_for(int bn, bool fp32_a, bool fp32_b) {
-  return bn == 128 ? kernel_for<128>(fp32_a, fp32_b) : kernel_for<64>(fp32_a, fp32_b);
+template <int kBN>
+const void* kernel_for(w::ASource a, bool fp32_b) {
+  switch (a) {
+    case w::ASource::kParts:
+      return kernel_for<kBN, w::ASource::kParts>(fp32_b);
+    case w::ASource::kFp32KMajor:
+      return kernel_for<kBN, w::ASource::kFp32KMajor>(fp32_b);
+    case w::ASource::kFp32MMajor:
+      return kernel_for<kBN, w::ASource::kFp32MMajor>(fp32_b);
+  }
+  fail_wgmma("no kernel for this source of A");
+}
+
+const void* kernel_for(int bn, w::ASource a, bool fp32_b) {
+  return bn == 128 ? kernel_for<128>(a, fp32_b) : kernel_for<64>(a, fp32_b);
 }
 
 int smem_bytes_of(int bn) { return bn == 128 ? w::Tile<128>::kSmemBytes : w::Tile<64>::kSmemBytes; }
@@ -216,7 +243,7 @@ int fixup_config_of(int bn) {
 }  // namespace
 
 // A config's instances share their block size and shared memory: one stands for all.
-const void* tf32x3_wgmma_kernel_entry(int config) { return kernel_for(width_of(config), false, false); }
+const void* tf32x3_wgmma_kernel_entry(int config) { return kernel_for(width_of(config), w::ASource::kParts, false); }
 
 Tf32x3ConfigInfo tf32x3_wgmma_config_info(int config) {
   const int bn = width_of(config);
@@ -241,7 +268,7 @@ void launch_wgmma_passes(int config, const GemmParams& p, Layout la, Layout lb, 
     if (int64_t(p.batch) * splits > kMaxGridYZ) fail_wgmma("batch * k_splits past grid.z's 65535");
   }
   const Scratch ws = layout(bn, p, la, lb, kernel_splits);
-  const void* fn = kernel_for(bn, ws.fp32_a, ws.fp32_b);
+  const void* fn = kernel_for(bn, ws.a, ws.fp32_b);
   const int smem_bytes = smem_bytes_of(bn), fixup_config = fixup_config_of(bn);
   const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
   if (e != cudaSuccess) fail_wgmma(std::string("cudaFuncSetAttribute: ") + cudaGetErrorString(e));
@@ -257,10 +284,12 @@ void launch_wgmma_passes(int config, const GemmParams& p, Layout la, Layout lb, 
     GemmParams q = batch_slice(p, b0, std::min(ws.chunk, p.batch - b0));
     q.k_splits = splits, q.k_slice = splits > 1 ? p.k_slice : p.k;
     int a_planes = p.a.batch_stride == 0 ? 1 : q.batch, b_planes = p.b.batch_stride == 0 ? 1 : q.batch;
-    const bool after_pass = split(split_source(q.a, q.m, a_planes, ws.fp32_a, a_parts), la,
+    const bool after_pass = split(split_source(q.a, q.m, a_planes, ws.a != w::ASource::kParts, a_parts), la,
                                   split_source(q.b, q.n, b_planes, ws.fp32_b, b_parts), lb, q.k, stream);
     if (!product) continue;
-    const CUtensorMap map_a = ws.fp32_a ? fp32_map(q.a, q.m, q.k, a_planes, w::BM) : parts_map(a_parts, q.m, q.k, a_planes, w::BM);
+    const CUtensorMap map_a = ws.a == w::ASource::kFp32KMajor   ? fp32_map(q.a, q.m, q.k, a_planes, w::BM)
+                              : ws.a == w::ASource::kFp32MMajor ? m_major_map(q.a, q.m, q.k, a_planes)
+                                                                : parts_map(a_parts, q.m, q.k, a_planes, w::BM);
     const CUtensorMap map_b = ws.fp32_b ? fp32_map(q.b, q.n, q.k, b_planes, bn) : parts_map(b_parts, q.n, q.k, b_planes, bn);
     void* args[] = {const_cast<CUtensorMap*>(&map_a), const_cast<CUtensorMap*>(&map_b), &q, &a_planes, &b_planes,
                     &flags};

@@ -22,7 +22,9 @@
 //     arithmetic, so the results are bit for bit the pass's, for half the operand's traffic.
 //     A's are made in registers: each consumer thread loads its fragments' 16 fp32 values
 //     of a K tile from the tile TMA landed and splits them there, and its wgmma take A from
-//     registers. That reads A's tile from shared memory once, where wgmma read its two parts
+//     registers. Since registers have no K-major rule, a column-major A (M-contiguous: a
+//     weight stored (in, out) on the transpose of x @ W) is read so too, its K tile landed
+//     as four boxes of 32 rows by 32 K, at twice the shared-memory wavefronts a load. That reads A's tile from shared memory once, where wgmma read its two parts
 //     three times, and the stages shrink to 48 KB, so 4 fit. B's are made in shared memory
 //     by the producer warpgroup's three idle warps (big in place, small beside it) before
 //     the consumers see the stage; that costs shared memory's traffic (16 KB read, 32 KB
@@ -234,12 +236,13 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, int parity) {
   } while (!done);
 }
 
-// One box at coordinates (k, row, z) into dst, completing on bar: {32 K, rows, 2 parts} at
-// z = 2 plane from the workspace, or {32 K, rows, 1} at z = plane from an fp32 operand.
-__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int k, int row, int z) {
+// One box at coordinates (x, y, z) into dst, completing on bar: (k, row, 2 plane), a box
+// {32 K, rows, 2 parts}, from the workspace; (k, row, plane), {32 K, rows, 1}, from a
+// K-contiguous fp32 operand; (row, k, plane), {32 rows, 32 K, 1}, from an M-major A.
+__device__ __forceinline__ void tma_load(void* dst, const CUtensorMap* map, uint64_t* bar, int x, int y, int z) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];"
-      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(k), "r"(row), "r"(z), "r"(smem_addr(bar))
+      ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar))
       : "memory");
 }
 
@@ -408,20 +411,51 @@ __device__ __forceinline__ void split_a_fragments(uint32_t rows, int g, AFragmen
     }
 }
 
+// The same fragments from A's fp32 K tile landed M-contiguous (an M-major A: column-major,
+// x^T's rows): kAMajorBoxes boxes of 32 rows (M) by 32 K, box j at j * 4096 bytes, each K
+// line of 32 floats 128-byte swizzled: element (m, k) of a box at k * 128 + (((m / 4) ^
+// (k % 8)) << 4) + 4 (m % 4). Split as split_a_fragments splits, so the product is bit for
+// bit the pass's. row0: the warp's first row in the tile (16 w of its warpgroup's 64), g =
+// lane / 4, c = lane % 4. A warp's 32 loads of one register read 8 rows (two 16-byte
+// chunks) at 4 K (lines 128 bytes apart, their chunks XOR-ed by k % 8): two chunk pairs,
+// 16 banks, so two wavefronts where the K-major tile takes one.
+__device__ __forceinline__ void split_a_fragments_m_major(uint32_t tile, int row0, int g, int c, AFragments& f) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int m = row0 + g + 8 * (i % 2), k = 8 * s + c + 4 * (i / 2);
+      const uint32_t at = tile + (m / 32) * 4096 + k * 128 + ((((m % 32) / 4) ^ (k % 8)) << 4) + 4 * (m % 4);
+      float x;
+      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(x) : "r"(at) : "memory");
+      const float hi = tf32x3::round_tf32(x);
+      f.big[s][i] = __float_as_uint(hi);
+      f.small[s][i] = __float_as_uint(tf32x3::round_tf32(x - hi));
+    }
+}
+
 #endif  // VECGEMM_WGMMA_BUILT
+
+// Where the kernel's A comes from: the split pass's parts in the workspace, or A's own fp32
+// values, K-contiguous (row-major) or M-contiguous (column-major), whose parts the
+// consumers make in registers.
+enum class ASource { kParts, kFp32KMajor, kFp32MMajor };
+// An M-major A's K tile lands as BM / 32 TMA boxes of 32 rows: 128 bytes of M, SW128's span.
+constexpr int kAMajorBoxRows = 32, kAMajorBoxes = BM / kAMajorBoxRows;
 
 // D = alpha * A @ B + beta * C (or split-K partials) for blockIdx.z = batch * k_splits + split
 // and output tile blockIdx.x (tile_origin's order). tma_a: A's parts in the workspace
-// ({K, M, 2 planes}), or with kFp32A A itself ({K, M, planes}; the consumers make its parts
-// in registers); tma_b likewise ({K, N, ...}, kFp32B: the splitter warps make its parts in
+// ({K, M, 2 planes}), or A itself (kA: {K, M, planes} K-major, {M, K, planes} M-major; the
+// consumers make its parts in registers); tma_b likewise ({K, N, ...}, kFp32B: the splitter warps make its parts in
 // shared memory). a_planes / b_planes: 1 for an operand broadcast over the batch.
 // flags[blockIdx.z * gridDim.x + blockIdx.x]: 1 where pass 3 must recompute the tile.
 // kBN: the output tile's width (Tile).
-template <int kBN, bool kFp32A, bool kFp32B>
+template <int kBN, ASource kA, bool kFp32B>
 __global__ void __launch_bounds__(kThreads, 1)
     sgemm_3xtf32_wgmma(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                        const GemmParams p, int a_planes, int b_planes, int* flags) {
 #if VECGEMM_WGMMA_BUILT
+  constexpr bool kFp32A = kA != ASource::kParts;
   using T = Tile<kBN>;
   using St = typename T::template Stages<kFp32A>;
   constexpr int BN = T::BN, kAcc = T::kAccRegs;
@@ -479,7 +513,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           uint64_t* done = kSplits ? &landed[s] : &full[s];
           mbar_expect_tx(done, kStageTxBytes);
           unsigned char* st = smem + s * St::kBytes;
-          tma_load(st, &tma_a, done, k, m0, kFp32A ? a_plane : 2 * a_plane);
+          if constexpr (kA == ASource::kFp32MMajor) {
+#pragma unroll
+            for (int j = 0; j < kAMajorBoxes; ++j)
+              tma_load(st + j * kAMajorBoxRows * kBK * 4, &tma_a, done, m0 + j * kAMajorBoxRows, k, a_plane);
+          } else {
+            tma_load(st, &tma_a, done, k, m0, kFp32A ? a_plane : 2 * a_plane);
+          }
           tma_load(st + St::kABytes, &tma_b, done, k, n0, kFp32B ? b_plane : 2 * b_plane);
         }
       }
@@ -510,7 +550,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The tile's small terms first, then its big ones: the header's "Order".
       if constexpr (kFp32A) {
         AFragments a;
-        split_a_fragments(stage + (wg * 64 + warp * 16) * 128 + 4 * (lane % 4), lane / 4, a);
+        if constexpr (kA == ASource::kFp32MMajor)
+          split_a_fragments_m_major(stage, wg * 64 + warp * 16, lane / 4, lane % 4, a);
+        else
+          split_a_fragments(stage + (wg * 64 + warp * 16) * 128 + 4 * (lane % 4), lane / 4, a);
         fence_fragments(a);
         fence_operand(acc);
         wgmma_fence();  // acc was last read by the FFMAs below, the fragments just written
