@@ -293,6 +293,39 @@ def wgmma_split_priced(a_tiles, b_tiles):
         use(shipped)
 
 
+def m_major_a_priced_profile(doc, **changes):
+    """A copy of the profile `doc` (changes applied) in which each wgmma row prices a
+    column-major A's parts made in registers (a_split_m_major_ns) as its row-major A's
+    (a_split_ns), where the profile has no figure of its own."""
+    import copy
+
+    doc = copy.deepcopy(doc)
+    for row in doc["tf32x3"].values():
+        if isinstance(row, dict) and row.get("a_split_ns", 0) != 0:
+            row.setdefault("a_split_m_major_ns", row["a_split_ns"])
+    doc.update(changes)
+    return doc
+
+
+def prices_m_major_a(doc) -> bool:
+    """Whether the profile `doc` prices an M-major A's parts made in the wgmma kernel."""
+    return any(isinstance(row, dict) and "a_split_m_major_ns" in row for row in doc["tf32x3"].values())
+
+
+@contextlib.contextmanager
+def m_major_a_priced():
+    """This GPU's profile as `m_major_a_priced_profile` makes it, the shipped one put back
+    after."""
+    from benchmarks.probes.tf32x3_kernel_split import profile_of_device, use
+
+    shipped = profile_of_device()
+    use(m_major_a_priced_profile(shipped))
+    try:
+        yield
+    finally:
+        use(shipped)
+
+
 def passed_operands(description: str) -> set:
     """The operands a 3xTF32 plan's description says go through the split pass
     ("tf32x3_128x128_wgmma, split pass of A B" -> {"A", "B"})."""

@@ -14,7 +14,15 @@ import pytest
 import torch_vecgemm
 from benchmarks import records
 from benchmarks.probes.tf32x3_kernel_split import FORCING, MADE
-from conftest import TF32X3_KERNELS, TILINGS, passed_operands, requires_kernels, split_priced_profile
+from conftest import (
+    TF32X3_KERNELS,
+    TILINGS,
+    m_major_a_priced_profile,
+    passed_operands,
+    prices_m_major_a,
+    requires_kernels,
+    split_priced_profile,
+)
 
 pytestmark = requires_kernels
 _testing = torch_vecgemm._C._testing
@@ -107,21 +115,25 @@ def test_tall_skinny_products_take_the_64_wide_wgmma_tiles(h200_like):
 def test_few_rows_run_on_the_transpose(h200_like):
     """M <= 64 < N: C^T = B^T A^T fills the wgmma row's 128-row tiles that the problem as
     given would fill half of at most, in two or more K slices (the transposing reduction
-    writes D). The weight is the kernel's A in every storage order: K-contiguous (x @ W.T:
-    rc, cc) its tiles are K-major, stored (in, out) (x @ W: rr, cr) M-major, and either way
-    its parts are made in the kernel's registers, not by the split pass. The narrow-side
+    writes D). The weight is the kernel's A, its parts made in registers: K-contiguous (x @
+    W.T: rc, cc) from K-major tiles; stored (in, out) (x @ W: rr, cr) from M-major ones,
+    where the profile prices those (a_split_m_major_ns), and without that figure it would
+    go through the split pass, which costs more than the transpose gains. The narrow-side
     kernel keeps 32 rows and fewer; a named row plans the problem as given."""
+    priced, unpriced = _m_major_a_device(True), _m_major_a_device(False)
+    kernel_orders = {"rc": "rc", "cc": "rr", "rr": "cc", "cr": "cr"}  # B^T's and A^T's
     for m in (64, 48, 33):
-        for orders in ("rc", "cc", "rr", "cr"):
-            p = plan(h200_like, m, 4096, 4096, orders, precision="3xtf32")
+        for device, orders in [(d, o) for d in (h200_like, priced, unpriced) for o in ("rc", "cc")] + [
+                (priced, "rr"), (priced, "cr")]:
+            p = plan(device, m, 4096, 4096, orders, precision="3xtf32")
             assert (p["family"], p["kernel"], p["transposed"]) == ("tf32x3", WGMMA_64, True), p
             assert p["split_k"] >= 2 and "on the transpose" in p["description"], p
             assert "A" not in passed_operands(p["description"]), p
-            # The kernel's operands are B^T and A^T, each read in the other order.
-            assert p["orders"] == {"rc": "rc", "cc": "rr", "rr": "cc", "cr": "cr"}[orders], p
-    # Without the profile's figure for an M-major A, a weight stored (in, out) would go
-    # through the pass, which costs more than the transpose gains.
-    assert not plan(_m_major_a_unpriced_device(), 64, 4096, 4096, "rr", precision="3xtf32")["transposed"]
+            assert p["orders"] == kernel_orders[orders], p
+        for orders in ("rr", "cr"):
+            assert not plan(unpriced, m, 4096, 4096, orders, precision="3xtf32")["transposed"]
+            shipped = plan(h200_like, m, 4096, 4096, orders, precision="3xtf32")
+            assert shipped["transposed"] == prices_m_major_a(_h200_profile()), shipped
     assert plan(h200_like, 64, 11008, 4096, "rc", precision="3xtf32")["transposed"]
     assert plan(h200_like, 32, 4096, 4096, "rc", precision="3xtf32")["kernel"] == "tf32x3_few_rows_mma"
     assert not plan(h200_like, 4096, 4096, 4096, "rc", precision="3xtf32")["transposed"]
@@ -176,18 +188,30 @@ def test_the_narrow_side_rows_serve_from_the_wgmma_kernels_floor(h200_like):
     assert "below 128" in plan(h200_like, 8, 4096, 100, "rc", precision="3xtf32")["precision_fallback"]
 
 
-def _m_major_a_unpriced_device():
-    """A recorded sm_90 GPU of 131 SMs priced with the H200's figures but without the wgmma
-    rows' a_split_m_major_ns: there a column-major A goes through the split pass."""
+def _h200_profile():
+    from torch_vecgemm import _profiles
+
+    return json.loads((_profiles.FOLDER / "h200.json").read_text())
+
+
+def _m_major_a_device(priced):
+    """A recorded sm_90 GPU (130 or 131 SMs) priced with the H200's figures, its wgmma rows'
+    a_split_m_major_ns as conftest.m_major_a_priced_profile sets it, or left out (a
+    column-major A then goes through the split pass)."""
     from torch_vecgemm import _C, _profiles
 
-    doc = json.loads((_profiles.FOLDER / "h200.json").read_text())
-    for row in doc["tf32x3"].values():
-        if isinstance(row, dict):
-            row.pop("a_split_m_major_ns", None)
-    doc.update(name="no M-major A figure", serves={"capability": 90, "sms": 131})
+    doc = _h200_profile()
+    sms = 130 if priced else 131
+    changes = dict(name=f"M-major A priced: {priced}", serves={"capability": 90, "sms": sms})
+    if priced:
+        doc = m_major_a_priced_profile(doc, **changes)
+    else:
+        for row in doc["tf32x3"].values():
+            if isinstance(row, dict):
+                row.pop("a_split_m_major_ns", None)
+        doc.update(changes)
     _C._add_device_profile(_profiles.as_planner_data(doc))
-    return _testing.add_recorded_device(facts(90, 131))
+    return _testing.add_recorded_device(facts(90, sms))
 
 
 def _split_priced_device(a_tiles, b_tiles, sms):
