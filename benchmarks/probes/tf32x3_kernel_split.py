@@ -4,15 +4,15 @@ producer warpgroup's idle warps, each alone and both at once?
 
 Each problem runs with B K-contiguous (column-major) and both operands 16-byte aligned, so
 that every choice is open: A row-major (x @ W.T), whose K-major tiles give `a_split_ns`,
-and A column-major, whose M-major tiles give `a_split_m_major_ns`. It runs on `tf32x3_128x128_wgmma`
-four ways, the choice forced by giving the planner a copy of the device's profile whose
-split figures pick it (the shipped profile is put back at the end); each call's device
-time is `benchmarks.common.time_ms`'s (median, L2 cleared before each run), beside
-torch.matmul's on the same operands. The difference from the pass's parts becomes the
-profile's figures (`a_split_ns`, `b_split_ns`: a K tile's ns more, below 0 fewer), with the
-pass priced as the waves model prices it (its launch and 12 bytes an element at the
-profile's bandwidth, cost_model.cpp); each figure is the median over the problems, and
-"both" says whether the two add up. Needs a GPU that runs the wgmma row.
+and A column-major, whose M-major tiles give `a_split_m_major_ns`. It runs on
+`tf32x3_128x128_wgmma` four ways, the choice forced by giving the planner a copy of the
+device's profile whose split figures pick it (the shipped profile is put back at the end);
+each call's device time is `benchmarks.common.time_ms`'s (median, L2 cleared before each
+run), beside torch.matmul's on the same operands. The difference from the pass's parts
+becomes the profile's figures (a K tile's ns more, below 0 fewer), with the pass priced as
+the waves model prices it (its launch and 12 bytes an element at the profile's bandwidth,
+cost_model.cpp); each figure is the median over the problems, and "both" says whether the
+two add up. Needs a GPU that runs the wgmma row.
 
     python -m benchmarks.probes.tf32x3_kernel_split [--out FILE.json]
 """
