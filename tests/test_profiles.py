@@ -102,6 +102,8 @@ def _set(path, value):
     (_set(("tf32x3", "tf32x3_128x64_mma", "warps"), 4.0), "and nothing else"),
     (_set(("tf32x3", "tf32x3_128x128_wgmma", "b_split_ns"), None), "needs b_split_ns"),
     (_set(("tf32x3", "tf32x3_128x128_wgmma", "a_split_ns"), -1150.0), "(k_tile_ns plus either, or both, still above 0)"),
+    (_set(("tf32x3", "tf32x3_128x128_wgmma", "a_split_m_major_ns"), -1150.0),
+     "a_split_m_major_ns must be a number that leaves k_tile_ns plus it, and plus b_split_ns too, above 0"),
     (_set(("tf32x3", "tf32x3_nonexistent"), {"k_tile_ns": 1.0}), "no 3xTF32 row 'tf32x3_nonexistent'"),
     (_set(("tf32x3", "tf32x3_few_rows_mma", "rr_percent"), 0.0), "(above 0, at most 1000)"),
     (_set(("tf32x3", "tf32x3_128x64_mma", "unaligned_percent"), 2000.0), "(above 0, at most 1000)"),
