@@ -279,18 +279,24 @@ def split_priced_profile(doc, a_tiles, b_tiles, **changes):
 
 
 @contextlib.contextmanager
-def wgmma_split_priced(a_tiles, b_tiles):
-    """This GPU's profile with the wgmma row's own-split figures as `split_priced_profile`
-    sets them, the shipped one put back after (each put in place starts a new generation of
-    the plan cache: plans made before are not reused)."""
+def device_profile_changed(change):
+    """This GPU's profile as `change(shipped profile)` returns it, the shipped one put back
+    after (each put in place starts a new generation of the plan cache: plans made before
+    are not reused)."""
     from benchmarks.probes.tf32x3_kernel_split import profile_of_device, use
 
     shipped = profile_of_device()
-    use(split_priced_profile(shipped, a_tiles, b_tiles))
+    use(change(shipped))
     try:
         yield
     finally:
         use(shipped)
+
+
+def wgmma_split_priced(a_tiles, b_tiles):
+    """This GPU's profile with the wgmma row's own-split figures as `split_priced_profile`
+    sets them, for the `with` block."""
+    return device_profile_changed(lambda doc: split_priced_profile(doc, a_tiles, b_tiles))
 
 
 def m_major_a_priced_profile(doc, **changes):
@@ -312,18 +318,9 @@ def prices_m_major_a(doc) -> bool:
     return any(isinstance(row, dict) and "a_split_m_major_ns" in row for row in doc["tf32x3"].values())
 
 
-@contextlib.contextmanager
 def m_major_a_priced():
-    """This GPU's profile as `m_major_a_priced_profile` makes it, the shipped one put back
-    after."""
-    from benchmarks.probes.tf32x3_kernel_split import profile_of_device, use
-
-    shipped = profile_of_device()
-    use(m_major_a_priced_profile(shipped))
-    try:
-        yield
-    finally:
-        use(shipped)
+    """This GPU's profile as `m_major_a_priced_profile` makes it, for the `with` block."""
+    return device_profile_changed(m_major_a_priced_profile)
 
 
 def passed_operands(description: str) -> set:

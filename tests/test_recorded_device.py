@@ -194,15 +194,22 @@ def _h200_profile():
     return json.loads((_profiles.FOLDER / "h200.json").read_text())
 
 
+def _priced_device(doc, capability, sms):
+    """A recorded GPU of this capability and SM count, priced with the profile `doc` (which
+    must serve it); the profile takes the place of the last one of its name or GPUs."""
+    from torch_vecgemm import _C, _profiles
+
+    _C._add_device_profile(_profiles.as_planner_data(doc))
+    return _testing.add_recorded_device(facts(capability, sms))
+
+
 def _m_major_a_device(priced):
     """A recorded sm_90 GPU (130 or 131 SMs) priced with the H200's figures, its wgmma rows'
     a_split_m_major_ns as conftest.m_major_a_priced_profile sets it, or left out (a
     column-major A then goes through the split pass)."""
-    from torch_vecgemm import _C, _profiles
-
-    doc = _h200_profile()
     sms = 130 if priced else 131
     changes = dict(name=f"M-major A priced: {priced}", serves={"capability": 90, "sms": sms})
+    doc = _h200_profile()
     if priced:
         doc = m_major_a_priced_profile(doc, **changes)
     else:
@@ -210,20 +217,15 @@ def _m_major_a_device(priced):
             if isinstance(row, dict):
                 row.pop("a_split_m_major_ns", None)
         doc.update(changes)
-    _C._add_device_profile(_profiles.as_planner_data(doc))
-    return _testing.add_recorded_device(facts(90, sms))
+    return _priced_device(doc, 90, sms)
 
 
 def _split_priced_device(a_tiles, b_tiles, sms):
     """A recorded sm_90 GPU of its own SM count, priced with the H200's figures but the wgmma
     row's own-split figures (conftest.split_priced_profile)."""
-    from torch_vecgemm import _C, _profiles
-
-    doc = json.loads((_profiles.FOLDER / "h200.json").read_text())
-    doc = split_priced_profile(doc, a_tiles, b_tiles, name=f"wgmma splits priced {a_tiles}, {b_tiles}",
+    doc = split_priced_profile(_h200_profile(), a_tiles, b_tiles, name=f"wgmma splits priced {a_tiles}, {b_tiles}",
                                serves={"capability": 90, "sms": sms})
-    _C._add_device_profile(_profiles.as_planner_data(doc))
-    return _testing.add_recorded_device(facts(90, sms))
+    return _priced_device(doc, 90, sms)
 
 
 @pytest.mark.skipif(WGMMA not in TF32X3_KERNELS, reason="no wgmma row in this build")
@@ -288,13 +290,10 @@ def _handoff_device(name, configs):
     hand-off rule that predicts each named config's plans at e^term torch.matmul's time; the
     profile takes the place of the last one made here (devices made before are priced with
     it from then on, their plans made so far kept)."""
-    from torch_vecgemm import _C, _profiles
-
-    doc = json.loads((_profiles.FOLDER / "h200.json").read_text())
+    doc = _h200_profile()
     doc.update(name=name, serves={"capability": 87, "sms": 20})
     doc["torch_handoff"] = dict(log_predicted_ms=0.0, log_macs=0.0, log_splits=0.0, copies=0.0, configs=configs)
-    _C._add_device_profile(_profiles.as_planner_data(doc))
-    return _testing.add_recorded_device(facts(87, 20))
+    return _priced_device(doc, 87, 20)
 
 
 def test_the_handoff_rule_hands_only_the_plans_it_speaks_for(torch_handoff_on):
