@@ -397,9 +397,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
       p.key = key;
       p.family = Family::Tf32x3;
       p.tf32x3 = choice.tiling;
-      // The split as it will run: K slices of whole K tiles, each non-empty.
-      const int slice = slice_for(key.k, p.tf32x3.splits, kTf32x3Rows[p.tf32x3.row].bk);
-      p.tf32x3.splits = int(ceil_div(key.k, slice));
+      p.tf32x3.splits = k_slices(key.k, p.tf32x3.splits, kTf32x3Rows[p.tf32x3.row].bk).count;  // as it will run
       p.predicted_ns = choice.ns;
       return p;
     };
@@ -441,9 +439,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
 
   const KernelConfig& config = kKernelConfigs[out.tiling.config];
   out.family = config.mainloop.family == MainloopFamily::CpAsync ? Family::Async : Family::Tiled;
-  // The split as it will run: K slices of whole K tiles, each non-empty.
-  const int slice = slice_for(out.key.k, out.tiling.splits, config.tiling.bk);
-  out.tiling.splits = int(ceil_div(out.key.k, slice));
+  out.tiling.splits = k_slices(out.key.k, out.tiling.splits, config.tiling.bk).count;  // as it will run
   if (out.tiling.stream_k && out.tiling.splits == 1) out.stream_k = stream_k_schedule(out.key, out.tiling.config);
   out.tiling.stream_k = out.stream_k.has_value();
   // Where autotune timed this problem, its measurement hands it to torch or keeps it, not the rule.
