@@ -17,11 +17,7 @@
 #include "runtime/autotune.h"
 
 namespace vecgemm {
-namespace {
 
-// alpha * A @ B + beta * C as the lenient op computes it when it hands a problem to torch
-// (gemm_reference), on torch's CUDA kernels directly: under the whole-program switch at::mm
-// would come back to the library.
 at::Tensor torch_product(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                          double beta) {
   const bool batched = A.dim() == 3;
@@ -30,6 +26,8 @@ at::Tensor torch_product(const at::Tensor& A, const at::Tensor& B, const std::op
   if (alpha != 1.0) out.mul_(alpha);
   return out;
 }
+
+namespace {
 
 // The same values in storage of the given order, rows starting 16-byte aligned, with the K
 // dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu,
