@@ -440,7 +440,6 @@ def test_3xtf32_has_to_beat_torch_where_torch_is_predicted_faster(torch_handoff_
     fp32_rival_ns; the H200 ran it at 0.92x torch.matmul). Under deterministic algorithms
     nothing is handed to torch, and 3xTF32 has only the IEEE plan to beat."""
     import torch
-    from torch_vecgemm import _profiles
 
     from benchmarks.common import torch_handoff
 
@@ -450,7 +449,7 @@ def test_3xtf32_has_to_beat_torch_where_torch_is_predicted_faster(torch_handoff_
     assert _testing.recorded_plan(*problem)["family"] == "torch"  # the rule hands the IEEE plan
     with torch_handoff(False):
         ieee_us = _testing.recorded_plan(*problem)["predicted_us"]
-    costs = json.loads((_profiles.FOLDER / "h200.json").read_text())["costs"]
+    costs = _h200_profile()["costs"]
     row_us = _testing.recorded_plan(*problem, variant=WGMMA)["predicted_us"]
     weighed_us = row_us * costs["tf32x3_model_slack"] + costs["tf32x3_fixed_ns"] / 1000.0
     assert weighed_us < ieee_us, (weighed_us, ieee_us)  # against our IEEE plan alone, 3xTF32 wins
