@@ -132,8 +132,7 @@ double latency_ns(const ProblemKey& key, int config, int64_t real_splits, int sl
 double model_ns(const ProblemKey& key, int config, int splits, const StreamK* sk = nullptr) {
   const Tiling& t = tiling_of(config);
   const DeviceProfile& profile = profile_of(key.device);
-  const int slice = slice_for(key.k, splits, t.bk);
-  const int64_t real_splits = ceil_div(key.k, slice);
+  const auto [slice, real_splits] = k_slices(key.k, splits, t.bk);
   const TiledKernel kernel = kernel_for(key, config);
   const int occ = blocks_per_sm(config, key.la, key.lb, key.vec4, key.device);
   const double waves =
@@ -167,7 +166,10 @@ std::unordered_map<std::string, double> g_best_ns;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-int slice_for(int k, int splits, int bk) { return int(ceil_div(ceil_div(k, splits), bk) * bk); }
+KSlices k_slices(int64_t k, int splits, int bk) {
+  const int64_t length = ceil_div(ceil_div(k, splits), bk) * bk;
+  return KSlices{int(length), int(ceil_div(k, length))};
+}
 
 std::string ProblemKey::str() const {
   return "b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
@@ -213,8 +215,7 @@ std::vector<std::pair<double, TilingChoice>> ranked_choices(const ProblemKey& ke
     if (kernel_for(key, c).launch == nullptr || !runs_on(c, key.device)) continue;
     int last_splits = 0;
     for (int s : kSplitCandidates) {
-      const int slice = slice_for(key.k, s, tiling_of(c).bk);
-      const int real = int(ceil_div(key.k, slice));
+      const auto [slice, real] = k_slices(key.k, s, tiling_of(c).bk);
       if (real == last_splits || (s > 1 && slice < kMinSlice)) continue;
       last_splits = real;
       out.push_back({model_ns(key, c, real), TilingChoice{c, real, false}});
@@ -308,7 +309,7 @@ Tf32x3Estimate tf32x3_predicted(const ProblemKey& key, int row, int splits) {
   const Tf32x3ConfigInfo info = r.info(r.config);
   const int64_t tiles = ceil_div(key.m, info.bm) * ceil_div(key.n, info.bn) * key.batch;
   const int64_t slots = int64_t(sm_count(key.device)) * tf32x3_blocks_per_sm(row, key.device);
-  const int64_t slice_tiles = ceil_div(ceil_div(key.k, splits), r.bk);
+  const int64_t slice_tiles = k_slices(key.k, splits, r.bk).length / r.bk;
   const double waves = double(ceil_div(tiles * splits, slots));
   const double wave_tiles =
       waves * (double(slice_tiles) + profile.tf32x3_block_overhead_tiles[row]) / tf32x3_storage_share(key, row);

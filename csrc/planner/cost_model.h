@@ -49,8 +49,13 @@ struct Tf32x3Estimate {
 };
 
 int64_t ceil_div(int64_t a, int64_t b);
-// The K range of each slice when K is split `splits` ways, in whole K tiles of bk.
-int slice_for(int k, int splits, int bk);
+// K split `splits` ways as it runs: slices of whole K tiles of bk, each non-empty, so there
+// may be fewer than asked (K = 100 asked in 8 with K tiles of 16 runs 7 slices of 16).
+struct KSlices {
+  int length;
+  int count;
+};
+KSlices k_slices(int64_t k, int splits, int bk);
 
 // The stream-K tail's schedule for this config (sgemm_stream_k.cuh), or none: the config
 // has no tail, the problem is batched, or its tiles leave no partial last wave (after whole

@@ -237,8 +237,10 @@ Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate
   }
   // An IEEE plan the model does not price (gemv) leaves the choice to 3xTF32.
   const double fp32_ns = fp32_rival_ns(ieee);
-  if (fp32_ns < tf32x3_weighed_ns(*choice, key.device))
-    return "3xTF32 is not predicted faster: " + microseconds(choice->ns) + " on " + kTf32x3Rows[choice->tiling.row].name +
+  // The figures quoted are the two compared: the row's with the profile's slack.
+  const double tf32x3_ns = tf32x3_weighed_ns(*choice, key.device);
+  if (fp32_ns < tf32x3_ns)
+    return "3xTF32 is not predicted faster: " + microseconds(tf32x3_ns) + " on " + kTf32x3Rows[choice->tiling.row].name +
            (transposed ? " on the transpose" : "") + " against " + microseconds(fp32_ns) + " in fp32";
   return std::nullopt;
 }
@@ -397,9 +399,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
       p.key = key;
       p.family = Family::Tf32x3;
       p.tf32x3 = choice.tiling;
-      // The split as it will run: K slices of whole K tiles, each non-empty.
-      const int slice = slice_for(key.k, p.tf32x3.splits, kTf32x3Rows[p.tf32x3.row].bk);
-      p.tf32x3.splits = int(ceil_div(key.k, slice));
+      p.tf32x3.splits = k_slices(key.k, p.tf32x3.splits, kTf32x3Rows[p.tf32x3.row].bk).count;  // as it will run
       p.predicted_ns = choice.ns;
       return p;
     };
@@ -441,9 +441,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
 
   const KernelConfig& config = kKernelConfigs[out.tiling.config];
   out.family = config.mainloop.family == MainloopFamily::CpAsync ? Family::Async : Family::Tiled;
-  // The split as it will run: K slices of whole K tiles, each non-empty.
-  const int slice = slice_for(out.key.k, out.tiling.splits, config.tiling.bk);
-  out.tiling.splits = int(ceil_div(out.key.k, slice));
+  out.tiling.splits = k_slices(out.key.k, out.tiling.splits, config.tiling.bk).count;  // as it will run
   if (out.tiling.stream_k && out.tiling.splits == 1) out.stream_k = stream_k_schedule(out.key, out.tiling.config);
   out.tiling.stream_k = out.stream_k.has_value();
   // Where autotune timed this problem, its measurement hands it to torch or keeps it, not the rule.

@@ -78,8 +78,10 @@ bool rows_aligned(const at::Tensor& D) {
 }
 
 std::shared_ptr<const Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                                         PrecisionRequest request, std::optional<bool> d_rows_aligned) {
-  if (auto_ieee_violation(A, B, C)) return nullptr;
+                                         PrecisionRequest request, std::optional<bool> d_rows_aligned, bool* refused) {
+  const bool violation = auto_ieee_violation(A, B, C).has_value();
+  if (refused != nullptr) *refused = violation;
+  if (violation) return nullptr;
   std::shared_ptr<const Plan> p = plan_of(A, B, AutoSelect{}, lenient_precision(A.get_device(), request), d_rows_aligned);
   if (hands_to_torch(*p)) return nullptr;
   return p;
@@ -88,13 +90,18 @@ std::shared_ptr<const Plan> lenient_plan(const at::Tensor& A, const at::Tensor& 
 namespace {
 
 // The lenient op behind torch_vecgemm.sgemm/mm/bmm: the kernel when the rules allow,
-// otherwise exactly what torch.addmm / torch.baddbmm compute.
+// otherwise exactly what torch.addmm / torch.baddbmm compute. A product the rules refuse
+// goes through the dispatcher, for torch's semantics and errors; one they take and torch
+// serves faster, to torch's CUDA kernel directly, whose shorter dispatch is the hand-off's
+// whole host cost.
 at::Tensor gemm_cuda(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                      double beta, c10::string_view precision) {
-  const std::shared_ptr<const Plan> p = lenient_plan(A, B, C, parse_precision(precision));
-  if (!p) return gemm_reference(A, B, C, alpha, beta);
-  at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
+  bool refused = false;
+  const std::shared_ptr<const Plan> p = lenient_plan(A, B, C, parse_precision(precision), std::nullopt, &refused);
+  if (refused) return gemm_reference(A, B, C, alpha, beta);
   const c10::cuda::CUDAGuard guard(A.device());
+  if (!p) return torch_product(A, B, C, alpha, beta);
+  at::Tensor D = at::empty(shape_of(A, B).out_sizes(), A.options());
   execute(*p, D, A, B, C, alpha, beta);
   return D;
 }

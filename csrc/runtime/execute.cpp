@@ -17,11 +17,7 @@
 #include "runtime/autotune.h"
 
 namespace vecgemm {
-namespace {
 
-// alpha * A @ B + beta * C as the lenient op computes it when it hands a problem to torch
-// (gemm_reference), on torch's CUDA kernels directly: under the whole-program switch at::mm
-// would come back to the library.
 at::Tensor torch_product(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
                          double beta) {
   const bool batched = A.dim() == 3;
@@ -30,6 +26,8 @@ at::Tensor torch_product(const at::Tensor& A, const at::Tensor& B, const std::op
   if (alpha != 1.0) out.mul_(alpha);
   return out;
 }
+
+namespace {
 
 // The same values in storage of the given order, rows starting 16-byte aligned, with the K
 // dimension (k_dim: -1 for A, -2 for B) zero-filled up to k_padded; one pass (pad_copy.cu,
@@ -94,6 +92,12 @@ bool run_stream_k(const GemmParams& p, const ProblemKey& key, int config, cudaSt
   return true;
 }
 
+// p's K in `splits` slices of whole K tiles of bk, as the planner priced them (k_slices).
+void split_k(GemmParams& p, int splits, int bk) {
+  const KSlices slices = k_slices(p.k, splits, bk);
+  p.k_slice = slices.length, p.k_splits = slices.count;
+}
+
 // A kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K workspace,
 // sized for the largest chunk of batches grid.z takes (batch x splits <= kMaxGridYZ), and
 // per chunk launch(q) on the chunk's parameters, then, where K is split, reduce(q, first,
@@ -150,8 +154,7 @@ void launch_tf32x3_row(const GemmParams& q, const Plan& plan, cudaStream_t strea
 // The 3xTF32 row of the plan, split as planned (whole K tiles of the row's bk).
 void run_tf32x3(GemmParams p, const Plan& plan, cudaStream_t stream) {
   const Tf32x3Row& row = kTf32x3Rows[plan.tf32x3.row];
-  p.k_slice = slice_for(p.k, plan.tf32x3.splits, row.bk);
-  p.k_splits = int(ceil_div(p.k, p.k_slice));
+  split_k(p, plan.tf32x3.splits, row.bk);
   run_split_k(p, plan.key.batch, [&](const GemmParams& q) { launch_tf32x3_row(q, plan, stream); }, stream);
 }
 
@@ -164,8 +167,7 @@ bool run_tf32x3_transposed(const GemmParams& p, const Plan& plan, cudaStream_t s
   t.m = p.n, t.n = p.m;
   t.a = p.b, t.b = p.a;
   t.c = nullptr, t.beta = 0.0f;
-  t.k_slice = slice_for(p.k, plan.tf32x3.splits, row.bk);
-  t.k_splits = int(ceil_div(p.k, t.k_slice));
+  split_k(t, plan.tf32x3.splits, row.bk);
   TORCH_INTERNAL_ASSERT(t.k_splits > 1, "vecgemm: a transposed plan of ", plan.key.str(), " without a K split");
   return run_k_slices(
       t, p.batch, [&](const GemmParams& q) { launch_tf32x3_row(q, plan, stream); },
@@ -182,8 +184,7 @@ void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStr
   const TiledKernel kernel = tiled_kernel(choice.config, key.la, key.lb, key.vec4);
   TORCH_INTERNAL_ASSERT(kernel.launch != nullptr, "vecgemm: no ", kernel_config_name(choice.config),
                         " kernel for ", key.str());
-  p.k_slice = slice_for(p.k, choice.splits, kKernelConfigs[choice.config].tiling.bk);
-  p.k_splits = int(ceil_div(p.k, p.k_slice));
+  split_k(p, choice.splits, kKernelConfigs[choice.config].tiling.bk);
   if (choice.stream_k && p.k_splits == 1 && run_stream_k(p, key, choice.config, stream)) return;
   run_split_k(p, key.batch, [&](const GemmParams& q) { kernel.launch(q, stream); }, stream);
 }

@@ -24,4 +24,11 @@ namespace vecgemm {
 void execute(const Plan& plan, const at::Tensor& D, const at::Tensor& A, const at::Tensor& B,
              const std::optional<at::Tensor>& C, double alpha, double beta);
 
+// alpha * A @ B + beta * C as the lenient op computes it where it hands a product to torch
+// (gemm_reference's values), on torch's CUDA kernels directly: at::mm would come back to the
+// library under the whole-program switch, and pass autograd's dispatch again. A, B (and C)
+// on the current CUDA device, as the rules take them.
+at::Tensor torch_product(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C, double alpha,
+                         double beta);
+
 }  // namespace vecgemm

@@ -15,9 +15,11 @@ namespace vecgemm {
 // rows start 16-byte aligned or not as d_rows_aligned says (by default a freshly allocated
 // D's: where N is a multiple of 4), or none where torch's own product serves it: a rule
 // refuses the problem, or torch's fp32 product stands in for a declined 3xTF32 or a plan
-// predicted slower than torch's (kernel_rules.h, hands_to_torch).
+// predicted slower than torch's (kernel_rules.h, hands_to_torch). Where none, `refused`
+// (if given) says which: a rule (torch's semantics then stand, errors included) or the plan.
 std::shared_ptr<const Plan> lenient_plan(const at::Tensor& A, const at::Tensor& B, const std::optional<at::Tensor>& C,
-                                         PrecisionRequest request, std::optional<bool> d_rows_aligned = std::nullopt);
+                                         PrecisionRequest request, std::optional<bool> d_rows_aligned = std::nullopt,
+                                         bool* refused = nullptr);
 
 // Whether D's rows start 16-byte aligned, so that the epilogue stores four floats at a time.
 bool rows_aligned(const at::Tensor& D);

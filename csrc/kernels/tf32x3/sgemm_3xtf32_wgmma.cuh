@@ -16,46 +16,48 @@
 //     done once here. The split is round_tf32 of x and of x - big, as the mma.sync
 //     kernel's. Cost: reads 4 and writes 8 bytes per element, ~0.1 ms for both operands at
 //     4096 (~7% of the GEMM), 27% of llama's mlp up at 512 tokens, where the weight is
-//     most of the traffic. An operand the caller names (kernel_splits) that is K-contiguous
-//     and 16-byte aligned (A row-major, B column-major: x @ W.T has both) skips it: TMA
-//     loads its fp32 tile and the kernel makes the parts itself, with the split pass's
-//     arithmetic, so the results are bit for bit the pass's, for half the operand's traffic.
-//     A's are made in registers: each consumer thread loads its fragments' 16 fp32 values
-//     of a K tile from the tile TMA landed and splits them there, and its wgmma take A from
-//     registers. Since registers have no K-major rule, a column-major A (M-contiguous: a
-//     weight stored (in, out) on the transpose of x @ W) is read so too, its K tile landed
-//     as four boxes of 32 rows by 32 K, at twice the shared-memory wavefronts a load. That reads A's tile from shared memory once, where wgmma read its two parts
-//     three times, and the stages shrink to 48 KB, so 4 fit. B's are made in shared memory
-//     by the producer warpgroup's three idle warps (big in place, small beside it) before
-//     the consumers see the stage; that costs shared memory's traffic (16 KB read, 32 KB
-//     written a K tile beside wgmma's): 11-15% of the kernel at 4096^3 (docs/history.md,
-//     step 36). The planner weighs each against the pass (cost_model.cpp).
+//     most of the traffic. An operand the caller names (kernel_splits) skips it where it is
+//     16-byte aligned and the kernel can read its fp32 tile: A in either storage order, B
+//     K-contiguous (column-major; x @ W.T has both). TMA loads the fp32 tile and the kernel
+//     makes the parts itself, with the split pass's arithmetic, so the results are bit for
+//     bit the pass's, for half the operand's traffic. A's are made in registers: each
+//     consumer thread loads its fragments' 16 fp32 values of a K tile from the tile TMA
+//     landed and splits them there, and its wgmma take A from registers. Registers have no
+//     K-major rule, so a column-major A (M-contiguous: a weight stored (in, out) on the
+//     transpose of x @ W) is read so too, its K tile landed as four boxes of 32 rows by 32
+//     K, at twice the shared-memory wavefronts a load. That reads A's tile from shared
+//     memory once, where wgmma read its two parts three times, and the stages shrink to
+//     48 KB, so 4 fit. B's are made in shared memory by the producer warpgroup's three
+//     idle warps (big in place, small beside it) before the consumers see the stage; that
+//     costs shared memory's traffic (16 KB read, 32 KB written a K tile beside wgmma's):
+//     11-15% of the kernel at 4096^3 (docs/history.md, step 36). The planner weighs each
+//     against the pass (cost_model.cpp).
 //  2. sgemm_3xtf32_wgmma: 128 x 128 output tiles (or 128 x 64 for N <= 64, Tile: the same
-//     pipeline over half the columns, m64n64k8, its smaller stages 4 or 6), K tiles of 32 (one 128-byte swizzle row
-//     of 32 tf32 values: a TMA box and a wgmma K-major SW128 atom line up exactly), a TMA
-//     pipeline of 3 stages of 64 KB (A big and small, B big and small: each one TMA box
-//     [2][rows][32] that lands both parts, or [rows][32] of fp32), or 4 of 48 KB where A
-//     comes as fp32, one producer warpgroup (one thread issues the TMA, three warps split
-//     B's fp32 tiles) and two consumer warpgroups of 64 x 128 (m64n128k8). Per K tile a
-//     consumer issues 12 wgmma into a short accumulator whose first wgmma has scale-d = 0
-//     (the restart costs nothing): the 8 small terms of its 4 K steps (a_small b_big, a_big
-//     b_small) first, then the 4 big ones (a_big b_big). Order: each wgmma's sum is
-//     truncated relative to the accumulator (sgemm_3xtf32.cuh, "Accumulation"), and while
-//     it holds small terms only it is ~2^-11 of the tile sum, so 4 wgmma a tile truncate
-//     at the tile sum's size where the mma.sync kernel's order (by K step, each step's
-//     fragments split in registers once) has 10. The parts are all at hand (in shared
-//     memory, or a K tile's A fragments in registers), so the order costs no instruction.
-//     It then waits for them (wait_group 0), frees the stage and adds the short accumulator
-//     into the tile sum with 64 FFMAs, which give back its 4 truncations' loss on average
-//     (kWgmmaRestoreUlps; sgemm_3xtf32.cuh, "The truncations' loss restored"). The wait
-//     leaves its warpgroup idle for the FFMAs, but the other consumer's 12 wgmma (~770
-//     clocks of tensor work) are queued by then: the two warpgroups alternate on the tensor
-//     cores (the ping-pong FlashAttention-3 uses), so no second short accumulator is needed.
-//     A consumer holds 128 accumulator registers, and with A's fragments 32 more: the 168 a
-//     thread that 384 threads get (one block an SM) hold the first (ptxas: 144-146), not
-//     both, so those instances move registers from the producer warpgroup to the consumers
-//     (setmaxnreg, kConsumerRegs). The consumers stage the tile for the store themselves, so
-//     that the producer never holds the sums.
+//     pipeline over half the columns, m64n64k8, its smaller stages 4 or 6), K tiles of 32
+//     (one 128-byte swizzle row of 32 tf32 values: a TMA box and a wgmma K-major SW128 atom
+//     line up exactly), a TMA pipeline of 3 stages of 64 KB (A big and small, B big and
+//     small: each one TMA box [2][rows][32] that lands both parts, or [rows][32] of fp32),
+//     or 4 of 48 KB where A comes as fp32, one producer warpgroup (one thread issues the
+//     TMA, three warps split B's fp32 tiles) and two consumer warpgroups of 64 x 128
+//     (m64n128k8). Per K tile a consumer issues 12 wgmma into a short accumulator whose
+//     first wgmma has scale-d = 0 (the restart costs nothing): the 8 small terms of its 4 K
+//     steps (a_small b_big, a_big b_small) first, then the 4 big ones (a_big b_big). Order:
+//     each wgmma's sum is truncated relative to the accumulator (sgemm_3xtf32.cuh,
+//     "Accumulation"), and while it holds small terms only it is ~2^-11 of the tile sum, so
+//     4 wgmma a tile truncate at the tile sum's size where the mma.sync kernel's order (by K
+//     step, each step's fragments split in registers once) has 10. The parts are all at hand
+//     (in shared memory, or a K tile's A fragments in registers), so the order costs no
+//     instruction. It then waits for them (wait_group 0), frees the stage and adds the short
+//     accumulator into the tile sum with 64 FFMAs, which give back its 4 truncations' loss
+//     on average (kWgmmaRestoreUlps; sgemm_3xtf32.cuh, "The truncations' loss restored").
+//     The wait leaves its warpgroup idle for the FFMAs, but the other consumer's 12 wgmma
+//     (~770 clocks of tensor work) are queued by then: the two warpgroups alternate on the
+//     tensor cores (the ping-pong FlashAttention-3 uses), so no second short accumulator is
+//     needed. A consumer holds 128 accumulator registers, and with A's fragments 32 more:
+//     the 168 a thread that 384 threads get (one block an SM) hold the first (ptxas:
+//     144-146), not both, so those instances move registers from the producer warpgroup to
+//     the consumers (setmaxnreg, kConsumerRegs). The consumers stage the tile for the store
+//     themselves, so that the producer never holds the sums.
 //  3. sgemm_3xtf32_fixup (sgemm_3xtf32.cuh): a tile whose sums hold NaN or Inf (an Inf or
 //     NaN input, or a value whose TF32 rounding overflows: its small part is then NaN) or
 //     a nonzero result below 2^-90 (subnormal products, sgemm_3xtf32.cuh "Subnormals") is
@@ -66,10 +68,10 @@
 //     The wgmma kernel stores nothing for a flagged tile, so C may alias D.
 //
 // Operand traffic: 2x fp32's (big and small), 64 KB from L2 per K tile of a 128 x 128 block
-// on the pass's parts (~7 TB/s at the kernel's 120 TFLOP/s), 48 KB with A as fp32. Clusters of two blocks sharing B through TMA
-// multicast (48 KB a block's K tile) measured 0.78x this kernel (docs/history.md, step
-// 32): whatever the traffic saved, tying two blocks' pipelines together (a stage refilled
-// only when both are done with it) cost more.
+// on the pass's parts (~7 TB/s at the kernel's 120 TFLOP/s), 48 KB with A as fp32.
+// Clusters of two blocks sharing B through TMA multicast (48 KB a block's K tile) measured
+// 0.78x this kernel (docs/history.md, step 32): whatever the traffic saved, tying two
+// blocks' pipelines together (a stage refilled only when both are done with it) cost more.
 //
 // Split-K (p.k_splits > 1): blockIdx.z = batch * k_splits + split, as in every kernel of the
 // library; a block covers its slice's K tiles (whole tiles: the planner's slices are
