@@ -38,9 +38,9 @@ GemvView view_of(const GemmParams& p, Layout la, Layout lb) {
           p.b.batch_stride, p.m, false};
 }
 
-// The matrix is read once, so its 16-byte loads skip L1 (no_allocate) and ask L2 for 256-byte
-// lines: 4096 x 4096 then runs in 30.7 us against 35.9 with __ldg on an H100 (the L2 flushed),
-// 11008 x 4096 in 70.8 against 73.4. The vector, which every warp reads, keeps __ldg.
+// The matrix is read once, so its 16-byte loads skip L1 (no_allocate), where they would only
+// evict the vector every warp shares, and ask L2 for 256-byte lines, the next chunks of the
+// row (docs/history.md, step 75). The vector keeps __ldg.
 __device__ __forceinline__ float4 load_once(const float* p) {
   float4 v;
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
