@@ -97,23 +97,26 @@ def test_plan_of_each_variant(variant, layout, rng):
 
 
 @pytest.mark.parametrize(
-    "m,n,a_order,b_order",
+    "m,n,a_order,b_order,gemv",
     [
-        (1, 300, "r", "c"), (1, 300, "c", "c"), (300, 1, "r", "r"), (300, 1, "r", "c"),  # the dot form
-        (1, 300, "r", "r"), (1, 300, "c", "r"), (300, 1, "c", "r"), (300, 1, "c", "c"),  # the strip form
+        (1, 300, "r", "c", True), (1, 300, "c", "c", True),  # M = 1, B column-major
+        (300, 1, "r", "r", True), (300, 1, "r", "c", True),  # N = 1, A row-major
+        (1, 300, "r", "r", False), (300, 1, "c", "r", False),  # the other orders: a tiling
     ],
 )
-def test_gemv_planned(m, n, a_order, b_order, rng):
-    k = 77  # two K slices of the strip form's 64 lines, where it splits
+def test_gemv_planned(m, n, a_order, b_order, gemv, rng):
+    k = 77
     A, B = make_operand(rng, m, k, a_order), make_operand(rng, k, n, b_order)
     plan = torch_vecgemm.plan(A, B)
-    strip = (b_order == "r") if m == 1 else (a_order == "c")
-    assert (plan.family, plan.kernel, plan.split_k, plan.stream_k, plan.copy_a, plan.copy_b) == (
-        "gemv", "gemv", 2 if strip else 1, False, None, None), plan
-    assert str(plan) == ("gemv split-k 2" if strip else "gemv") and torch_vecgemm.plan(A, B, variant="gemv") == plan
-    refused = torch_vecgemm.plan(randn(rng, 2, k), B if m == 1 else randn(rng, k, 2), variant="gemv")
-    assert refused.family == "fallback" and refused.kernel is None, refused
-    assert "gemv kernel takes M = 1 or N = 1" in refused.fallback_reason
+    if gemv:
+        assert (plan.family, plan.kernel, plan.split_k, plan.stream_k, plan.copy_a, plan.copy_b) == (
+            "gemv", "gemv", 1, False, None, None), plan
+        assert str(plan) == "gemv" and torch_vecgemm.plan(A, B, variant="gemv") == plan
+    else:
+        assert plan.family in ("tiled", "async") and plan.kernel in TILINGS, plan
+        refused = torch_vecgemm.plan(A, B, variant="gemv")
+        assert refused.family == "fallback" and refused.kernel is None, refused
+        assert "gemv kernel takes M = 1" in refused.fallback_reason
 
 
 # ---- operand copies ----------------------------------------------------------------------------------
@@ -265,7 +268,7 @@ def test_stream_k_tilings(rng, clean_tuning):
 # ---- the describe string ------------------------------------------------------------------------------
 
 DESCRIBED = re.compile(
-    r"(gemv( split-k \d+)?|vectorized|fallback: .+|(tiled|async)_\w+( split-k \d+)?( stream-K tail)?"
+    r"(gemv|vectorized|fallback: .+|(tiled|async)_\w+( split-k \d+)?( stream-K tail)?"
     r"(, copy of( A( \((row|column)-major\))?)?( B( \((row|column)-major\))?)?)?)"
 )
 
@@ -275,7 +278,7 @@ def described(plan, given):
     tail", then ", copy of" and the operands copied, each with its new order where it changed."""
     if plan.family == "fallback":
         return "fallback: " + plan.fallback_reason
-    if plan.family == "vectorized":
+    if plan.family in ("gemv", "vectorized"):
         return plan.kernel
     text = plan.kernel + (f" split-k {plan.split_k}" if plan.split_k > 1 else "")
     text += " stream-K tail" if plan.stream_k else ""

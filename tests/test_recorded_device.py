@@ -58,37 +58,6 @@ def plan(device, m, n, k, orders="rr", precision="ieee", aligned=True):
     return _testing.recorded_plan(device, m, n, k, orders, aligned, aligned, precision)
 
 
-@pytest.mark.parametrize(
-    "m,n,k,orders,splits",
-    [
-        (1, 4096, 4096, "rr", 16),  # x @ W, W stored (in, out): 32 strips of 128 outputs, K in 16
-        (4096, 1, 4096, "cr", 16),  # W^T's columns times a vector: the same strips along M
-        (1, 50257, 768, "rr", 2),  # 393 strips: two slices give the 132 SMs ~6 blocks each
-        (1, 4096, 40, "rr", 1),  # K under one round of the warps' 64 lines: one slice
-    ],
-)
-def test_a_vector_times_a_row_major_matrix_runs_on_gemv(h200_like, m, n, k, orders, splits):
-    # The strip form of gemv.cu: K sliced until the strips fill about four blocks a
-    # multiprocessor (cost_model.cpp, gemv_splits), priced as reading the matrix once; in
-    # 3xTF32 its sums of K / (8 x slices) products are under 3xTF32's floor, so it stays.
-    p = plan(h200_like, m, n, k, orders)
-    assert (p["family"], p["kernel"], p["split_k"]) == ("gemv", "gemv", splits), p
-    assert p["description"] == "gemv" + (f" split-k {splits}" if splits > 1 else ""), p
-    # Priced as one read of the matrix at the profile's rate, its launch and its slices'
-    # reduction; well under the wgmma row's time, which 3xTF32 would be weighed at.
-    rates = _h200_profile()["rates"]
-    bytes_per_ns = rates["bytes_per_ns"]
-    reduction_ns = rates["dependent_launch_ns"] + 8.0 * splits * m * n / bytes_per_ns if splits > 1 else 0.0
-    expected_us = (4.0 * m * n * k / bytes_per_ns + rates["launch_ns"] + reduction_ns) / 1e3
-    assert p["predicted_us"] == pytest.approx(expected_us), (p, expected_us)
-    if k >= 768:
-        row = _testing.recorded_plan(h200_like, m, n, k, orders, True, True, variant="tf32x3_128x128_wgmma")
-        assert p["predicted_us"] < row["predicted_us"] / 2, (p, row)
-    tf32x3 = plan(h200_like, m, n, k, orders, precision="3xtf32")
-    assert (tf32x3["family"], tf32x3["precision"]) == ("gemv", "ieee"), tf32x3
-    assert "would be less accurate" in tf32x3["precision_fallback"], tf32x3
-
-
 def test_a_named_kernel_is_planned_and_priced_as_the_strict_op_would(h200_like):
     # How the model prices a kernel it did not choose: the strict op's plan on that kernel.
     # Each row on a shape it takes, and the narrow-side rows refusing what they do not.

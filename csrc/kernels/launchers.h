@@ -39,16 +39,8 @@ struct VectorizedTile {
 };
 void launch_vectorized(const GemmParams& p, cudaStream_t stream);
 
-// Matrix-vector products (gemv.cu): M = 1 or N = 1. The dot form (M = 1 with B
-// column-major, N = 1 with A row-major) runs unsplit; the strip form (the other orders)
-// takes p's K slices (k_splits, k_slice) and writes split-K partials where K is split.
+// Matrix-vector products (gemv.cu): M = 1 with B column-major, or N = 1 with A row-major.
 bool gemv_fits(int m, int n, Layout la, Layout lb);
-bool gemv_strip_form(int m, int n, Layout la, Layout lb);
-// The strip form's warps a block, each summing every kGemvStripWarps-th line of the block's
-// K slice, kGemvStripLines of them in flight a lane: its slices are sized in whole rounds of
-// kGemvStripWarps * kGemvStripLines lines, and each output sums kGemvStripWarps chains a slice.
-constexpr int kGemvStripWarps = 8;
-constexpr int kGemvStripLines = 8;
 void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
 
 // A batch of row-major matrices (rows x cols, row stride src_ld, any alignment) copied

@@ -171,35 +171,6 @@ KSlices k_slices(int64_t k, int splits, int bk) {
   return KSlices{int(length), int(ceil_div(k, length))};
 }
 
-// The strip form's blocks are strips of 32 outputs a warp's lanes (128 where its 16-byte
-// loads serve) by K slices; a matrix of fewer than ~17000 outputs gives the GPU too few
-// strips to keep its loads in flight, so K is sliced until there are about this many
-// blocks a multiprocessor (benchmarks/experiments/gemv_rows/ times the choice), in whole
-// rounds of the warps' lines.
-constexpr int kGemvStripBlocksPerSm = 4;
-
-int gemv_splits(const ProblemKey& key) {
-  if (!gemv_strip_form(key.m, key.n, key.la, key.lb)) return 1;
-  const int64_t outputs = key.m == 1 ? key.n : key.m;
-  const int64_t strips = ceil_div(outputs, 32 * (key.vec4 ? 4 : 1)) * key.batch;
-  const int64_t wanted = ceil_div(int64_t(kGemvStripBlocksPerSm) * sm_count(key.device), strips);
-  const int round = kGemvStripWarps * kGemvStripLines;
-  const int64_t most = std::min<int64_t>({kMaxSplits, ceil_div(key.k, round), kMaxGridYZ / key.batch});
-  return k_slices(key.k, int(std::clamp<int64_t>(wanted, 1, std::max<int64_t>(most, 1))), round).count;
-}
-
-// Either form reads the matrix once and is bound by that: its bytes at the profile's copy
-// rate, the launch, and a split's reduction (its launch and the partials' round trip, as
-// the 3xTF32 rows' waves model prices it).
-double gemv_ns(const ProblemKey& key, int splits) {
-  const DeviceProfile& profile = profile_of(key.device);
-  const double outputs = double(key.batch) * key.m * key.n;
-  const double matrix_bytes = 4.0 * outputs * key.k;
-  double ns = matrix_bytes / profile.bytes_per_ns + profile.launch_ns;
-  if (splits > 1) ns += profile.dependent_launch_ns + 8.0 * splits * outputs / profile.bytes_per_ns;
-  return ns;
-}
-
 std::string ProblemKey::str() const {
   return "b" + std::to_string(batch) + "_m" + std::to_string(m) + "_n" + std::to_string(n) + "_k" +
          std::to_string(k) + "_" + (la == Layout::RowMajor ? "r" : "c") + (lb == Layout::RowMajor ? "r" : "c") +

@@ -57,11 +57,6 @@ struct KSlices {
 };
 KSlices k_slices(int64_t k, int splits, int bk);
 
-// The gemv kernels (gemv.cu): the strip form's K slices (1 for the dot form), and the
-// time of either, with its slices' reduction.
-int gemv_splits(const ProblemKey& key);
-double gemv_ns(const ProblemKey& key, int splits);
-
 // The stream-K tail's schedule for this config (sgemm_stream_k.cuh), or none: the config
 // has no tail, the problem is batched, or its tiles leave no partial last wave (after whole
 // waves or alone: a lone partial wave is all tail).

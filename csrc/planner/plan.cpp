@@ -189,9 +189,8 @@ std::optional<int64_t> tf32x3_lowest_floor(const ProblemKey& key) {
 //    IEEE plan (its copies and split included), or torch.matmul's where the hand-off rule
 //    predicts that faster (fp32_rival_ns), all with their launches, the waves model's with
 //    the device profile's slack for what it underprices (tf32x3_weighed_ns).
-// gemv.cu's dot form sums each output over a warp: 32 lanes, four chains each, then a
-// shuffle tree; its strip form in a chain a warp of the block, kGemvStripWarps a K slice.
-constexpr int kGemvDotChains = 128;
+// gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
+constexpr int kGemvChainsPerOutput = 128;
 
 std::string microseconds(double ns) {
   char text[32];
@@ -202,7 +201,6 @@ std::string microseconds(double ns) {
 // log(the IEEE plan's predicted time / torch.matmul's) by the device profile's hand-off
 // rule; none where the rule does not speak for the plan.
 std::optional<double> log_ratio_to_torch(const Plan& plan) {
-  if (plan.family != Family::Tiled && plan.family != Family::Async) return std::nullopt;  // the rule's configs
   const ProblemKey& key = plan.key;
   const double macs = double(key.batch) * double(key.m) * double(key.n) * double(key.k);
   return torch_handoff_log_ratio(key.device, plan.tiling, macs, plan.copy_a.made || plan.copy_b.made,
@@ -220,9 +218,7 @@ double fp32_rival_ns(const Plan& ieee) {
 
 // The length of each fp32 chain of the IEEE plan.
 int64_t fp32_sum_of(const ProblemKey& key, const Plan& ieee) {
-  const bool strip = gemv_strip_form(key.m, key.n, key.la, key.lb);
-  const int splits = std::max(1, ieee.tiling.splits);
-  const int chains = ieee.family != Family::Gemv ? splits : strip ? kGemvStripWarps * splits : kGemvDotChains;
+  const int chains = ieee.family == Family::Gemv ? kGemvChainsPerOutput : std::max(1, ieee.tiling.splits);
   return ceil_div(key.k, chains);
 }
 
@@ -428,8 +424,6 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   if (std::holds_alternative<MatrixVector>(variant) ||
       (auto_select && gemv_fits(out.key.m, out.key.n, out.key.la, out.key.lb))) {
     out.family = Family::Gemv;
-    out.tiling.splits = gemv_splits(out.key);
-    out.predicted_ns = gemv_ns(out.key, out.tiling.splits);
     return out;
   }
   if (auto_select) out.predicted_ns = allow_copies ? plan_copies(problem, out) : model_best_ns(out.key);
@@ -465,7 +459,7 @@ std::string describe(const Plan& plan) {
     case Family::Vectorized:
       return kVectorized;
     case Family::Gemv:
-      return plan.tiling.splits > 1 ? std::string(kGemv) + " split-k " + std::to_string(plan.tiling.splits) : kGemv;
+      return kGemv;
     case Family::Tf32x3: {
       const Tf32x3Tiling& t = plan.tf32x3;
       const Tf32x3Row& row = kTf32x3Rows[t.row];

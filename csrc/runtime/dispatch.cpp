@@ -147,11 +147,8 @@ PlanSummary summary_of(const Plan& p, bool lenient, Precision served, Reason why
     case Family::Empty:
       break;
     case Family::Vectorized:
-      out.kernel = out.family;
-      break;
     case Family::Gemv:
       out.kernel = out.family;
-      out.split_k = std::max(1, p.tiling.splits);
       break;
     case Family::Tiled:
     case Family::Async:

@@ -245,13 +245,7 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
     p.c_vec4 = p.c_col_stride == 1 && lines_aligned16(p.c, p.c_row_stride, p.c_batch_stride);
   }
   if (plan.family == Family::Gemv) {
-    const auto launch = [&](const GemmParams& q) { launch_gemv(q, plan.key.la, plan.key.lb, stream); };
-    if (!gemv_strip_form(p.m, p.n, plan.key.la, plan.key.lb)) {
-      launch(p);  // the dot form: unsplit, its batch chunked by the launcher
-      return;
-    }
-    split_k(p, std::max(1, plan.tiling.splits), kGemvStripWarps * kGemvStripLines);
-    run_split_k(p, plan.key.batch, launch, stream);
+    launch_gemv(p, plan.key.la, plan.key.lb, stream);
     return;
   }
   if (plan.family == Family::Tf32x3) {
