@@ -44,8 +44,8 @@ GemvView view_of(const GemmParams& p, Layout la, Layout lb) {
 __device__ __forceinline__ float4 load_once(const float* p) {
   float4 v;
   asm("ld.global.nc.L1::no_allocate.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "l"(p));
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+      : "l"(p));
   return v;
 }
 
