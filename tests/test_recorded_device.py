@@ -345,6 +345,41 @@ def test_the_h200_rule_keeps_large_problems_on_the_kernels(torch_handoff_on):
     assert plan(device, 2048, 11008, 4096, orders="rc")["family"] != "torch"  # llama mlp up
 
 
+def test_a_matrix_vector_product_gemv_does_not_serve_goes_to_torch(h200_like, torch_handoff_on):
+    """M = 1 with a row-major B (x @ W with W stored (in, out)) or N = 1 with a column-major A
+    is the orientation gemv.cu does not serve: a tiling runs it, spending all but one row (or
+    column) of each tile on nothing, at 0.60-0.79x torch.matmul on an H100 (1 x 4096 x 4096 rr
+    42.5 against 31.7 us). cuBLAS runs a matrix-vector kernel on it, priced as one read of
+    the matrix at the profile's rate after a launch (cost_model.h, torch_matrix_vector_ns);
+    the tiling's price is above that, so the lenient op hands it to torch, on every profile.
+    gemv's own orientation stays on gemv; a batch of such products, which cuBLAS runs as a
+    batched GEMM, is priced by the profile's rule as any other product."""
+    from benchmarks.common import torch_handoff
+
+    profile = _h200_profile()["rates"]
+    ampere = _testing.add_recorded_device(facts(80, 108, name="a neutral-profile GPU"))
+    for device in (h200_like, ampere):
+        for m, n, k, orders in ((1, 4096, 4096, "rr"), (1, 2304, 768, "rr"), (1, 50257, 768, "rr"),
+                                (1, 4095, 4096, "rr"), (4096, 1, 4096, "cc"), (3072, 1, 768, "cr")):
+            handed = plan(device, m, n, k, orders)
+            assert handed["family"] == "torch" and handed["precision"] == "ieee", handed
+            assert handed["description"].endswith("its time (its matrix-vector kernel reads the matrix once))"), handed
+            with torch_handoff(False):
+                kernel = plan(device, m, n, k, orders)
+            assert kernel["family"] in ("tiled", "async"), kernel
+            if device == h200_like:  # the ratio quoted: the tiling's price over the matrix's read
+                torch_us = (4.0 * m * n * k / profile["bytes_per_ns"] + profile["launch_ns"]) / 1e3
+                quoted = float(re.search(r"at (\d+\.\d+)x", handed["description"]).group(1))
+                assert quoted == pytest.approx(kernel["predicted_us"] / torch_us, abs=0.006), (quoted, kernel)
+            # In 3xTF32 the fp32 time to beat is torch's matrix-vector kernel's.
+            tf32x3 = plan(device, m, n, k, orders, precision="3xtf32")
+            assert tf32x3["family"] == "torch", tf32x3
+        assert plan(device, 1, 4096, 4096, "rc")["family"] == "gemv"
+        assert plan(device, 4096, 1, 4096, "rr")["family"] == "gemv"
+        batched = _testing.recorded_plan(device, 1, 4096, 4096, "rr", True, True, "ieee", 4)
+        assert "matrix-vector" not in batched["description"], batched
+
+
 def test_a_probe_may_force_the_3xtf32_split(h200_like):
     """set_tf32x3_splits prices and runs every 3xTF32 row at that split (at most the row's
     most for the problem), as plans of their own, until it is set back to 0."""

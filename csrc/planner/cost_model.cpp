@@ -273,6 +273,13 @@ std::optional<double> torch_handoff_log_ratio(int device, const TilingChoice& ti
          rule->copies * double(copies);
 }
 
+std::optional<double> torch_matrix_vector_ns(const ProblemKey& key) {
+  if (key.batch != 1 || (key.m != 1 && key.n != 1)) return std::nullopt;
+  const DeviceProfile& profile = profile_of(key.device);
+  const double matrix_bytes = 4.0 * double(key.m) * double(key.n) * double(key.k);
+  return matrix_bytes / profile.bytes_per_ns + profile.launch_ns;
+}
+
 namespace {
 
 // The 3xTF32 rows' waves model (the SIMT model above has no figures for their kernels): a

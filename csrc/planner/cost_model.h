@@ -105,4 +105,12 @@ double copy_ns(int64_t elements, int device);
 std::optional<double> torch_handoff_log_ratio(int device, const TilingChoice& tiling, double macs, bool copies,
                                               double predicted_ns);
 
+// torch.matmul's time for a matrix-vector product (batch 1, M or N of 1), or none for any
+// other product: cuBLAS runs a matrix-vector kernel on it, which reads the matrix once at
+// the memory's rate, after its launch. What a tiled plan of such a product is weighed
+// against instead of the rule above, which was fitted on no such product: a tiling spends
+// all but one row (or column) of each tile on nothing, and gemv.cu serves only the
+// orientation whose outputs are dot products of contiguous rows (gemv_fits).
+std::optional<double> torch_matrix_vector_ns(const ProblemKey& key);
+
 }  // namespace vecgemm

@@ -241,7 +241,8 @@ bool torch_handoff_enabled() { return g_torch_handoff.load(); }
 //    (cuBLAS splits them finer; docs/performance.md). Not where the IEEE plan is gemv: its
 //    128 chains an output and shuffle tree sum a matrix-vector product more accurately
 //    than cuBLAS (0.25-0.82x its error on nine shapes of K 64 to 11008) and faster;
-//  - the device profile's rule predicts torch faster than the IEEE plan (Plan::torch_faster).
+//  - the cost model predicts torch faster than the IEEE plan (Plan::torch_faster): a
+//    matrix-vector product gemv does not serve, or the device profile's hand-off rule.
 // With TF32 allowed in torch's matmuls its product would lose fp32's accuracy, which both
 // precisions promise to keep: the kernels run. Under torch.use_deterministic_algorithms(True)
 // torch's cuBLAS product raises unless CUBLAS_WORKSPACE_CONFIG is set, and the kernels are

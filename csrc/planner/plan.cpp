@@ -198,10 +198,15 @@ std::string microseconds(double ns) {
   return text;
 }
 
-// log(the IEEE plan's predicted time / torch.matmul's) by the device profile's hand-off
-// rule; none where the rule does not speak for the plan.
+// log(the IEEE plan's predicted time / torch.matmul's): against cuBLAS's matrix-vector
+// kernel for a matrix-vector product, else by the device profile's hand-off rule; none
+// where neither speaks for the plan.
 std::optional<double> log_ratio_to_torch(const Plan& plan) {
   const ProblemKey& key = plan.key;
+  if (const std::optional<double> torch_ns = torch_matrix_vector_ns(key)) {
+    if (!(plan.predicted_ns > 0.0)) return std::nullopt;
+    return std::log(plan.predicted_ns / *torch_ns);
+  }
   const double macs = double(key.batch) * double(key.m) * double(key.n) * double(key.k);
   return torch_handoff_log_ratio(key.device, plan.tiling, macs, plan.copy_a.made || plan.copy_b.made,
                                  plan.predicted_ns);
@@ -245,14 +250,14 @@ Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate
   return std::nullopt;
 }
 
-// Why torch.matmul is predicted faster than an auto IEEE plan, or none (cost_model.h,
-// torch_handoff_log_ratio; the rule's figures are the device profile's).
+// Why torch.matmul is predicted faster than an auto IEEE plan, or none (log_ratio_to_torch).
 Reason torch_faster(const Plan& plan) {
   const std::optional<double> log_ratio = log_ratio_to_torch(plan);
   if (!log_ratio || *log_ratio <= 0.0) return std::nullopt;
-  char text[96];
-  std::snprintf(text, sizeof(text), "torch.matmul is predicted faster: this plan at %.2fx its time",
-                std::exp(*log_ratio));
+  char text[128];
+  std::snprintf(text, sizeof(text), "torch.matmul is predicted faster: this plan at %.2fx its time%s",
+                std::exp(*log_ratio),
+                torch_matrix_vector_ns(plan.key) ? " (its matrix-vector kernel reads the matrix once)" : "");
   return std::string(text);
 }
 

@@ -90,8 +90,9 @@ struct Plan {
   // Precision 3xTF32 with the auto variant, planned on the IEEE kernels instead: why
   // (tf32x3_declined, plan.cpp: less accurate than IEEE fp32 there, or predicted slower).
   Reason tf32x3_declined;
-  // An auto IEEE plan torch.matmul is faster on: why. Untuned, the device profile's hand-off
-  // rule predicts it (cost_model.h, torch_handoff_log_ratio); tuned, autotune timed it
+  // An auto IEEE plan torch.matmul is faster on: why. Untuned, the cost model predicts it
+  // (cost_model.h: torch_matrix_vector_ns for a matrix-vector product, else the device
+  // profile's hand-off rule, torch_handoff_log_ratio); tuned, autotune timed it
   // (runtime/autotune.h); never set on an autotune-pending plan. The lenient op then runs
   // torch's product (kernel_rules.h, hands_to_torch); the strict ops run this plan.
   Reason torch_faster;
