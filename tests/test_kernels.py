@@ -201,6 +201,22 @@ def test_gemv(case, vector, k, batch, offset, rng):
         ops.sgemm(randn(rng, 2, k), randn(rng, k, rows), None, 1.0, 0.0, "gemv")
 
 
+@pytest.mark.parametrize("k", [5, 4096])
+def test_gemv_dot_product_of_strided_vectors(k, rng):
+    # M = N = 1: a dot product, which gemv serves with A's row as the matrix where B is a
+    # column of a wider row-major matrix, whose elements are not contiguous.
+    A = make_operand(rng, 1, k, "r")
+    B = make_operand(rng, k, 5, "r")[:, 2:3]
+    assert B.stride() == (5, 1)
+    plan = torch_vecgemm.plan(A, B)
+    assert plan.family == "gemv", plan
+    assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, "gemv"), A, B)
+    # A a row of a column-major matrix too: neither orientation's row is contiguous, a tiling.
+    A_strided = make_operand(rng, k, 3, "r")[:, 1:2].t()
+    assert torch_vecgemm.plan(A_strided, B).family in ("tiled", "async")
+    assert_gemm_close(run_strict(A_strided, B, None, 1.0, 0.0, "auto"), A_strided, B)
+
+
 # ---- operand copies (pad_copy.cu, transpose_copy.cu) -----------------------------------------------
 
 

@@ -30,7 +30,9 @@ struct GemvView {
 };
 
 GemvView view_of(const GemmParams& p, Layout la, Layout lb) {
-  if (p.m == 1)  // B column-major: row n of the matrix is column n of B; the vector is A's row
+  // B column-major: row n of the matrix is column n of B; the vector is A's row. Not for
+  // M = N = 1 with B a row-major column (its elements ld apart): B is then the vector.
+  if (p.m == 1 && lb == Layout::ColMajor)
     return {p.b.ptr, p.b.ld, p.b.batch_stride, p.a.ptr, la == Layout::RowMajor ? 1 : p.a.ld,
             p.a.batch_stride, p.n, true};
   // N = 1, A row-major: the vector is B's one column
