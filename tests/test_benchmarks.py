@@ -551,3 +551,14 @@ def test_sweep_bound_takes_the_longest_limit_and_never_below_torch():
     s = summary([big, tiny], 4.8e12, 495e12)
     assert s["floor_us"] == pytest.approx(4.0) and s["below_1_5"] == 1
     assert s["record"] == pytest.approx((2.2 * 0.9) ** 0.5)
+
+
+def test_few_vectors_lists_each_count_in_both_roles():
+    from benchmarks.probes.few_vectors import problems
+
+    listed = problems([1, 2], matrices=[(4096, 4096), (768, 3072)])
+    assert (2, 4096, 4096, "rc") in listed and (2, 768, 3072, "rr") in listed  # vectors as A's rows
+    assert (4096, 2, 4096, "rc") in listed and (768, 1, 3072, "cc") in listed  # vectors as B's columns
+    assert len(listed) == len(set(listed)) == 2 * 2 * 2 + 2 * 2 * 2
+    for m, n, k, orders in listed:
+        assert min(m, n) in (1, 2) and orders in ("rc", "rr", "cc"), (m, n, k, orders)
