@@ -22,6 +22,7 @@ import torch
 
 import torch_vecgemm
 from benchmarks.common import machine_info, make_operands, time_ms
+from benchmarks.sweep import relative_error
 
 # The matrices: (rows, K) of LLaMA's and GPT-2's weights and the LM head.
 MATRICES = [(4096, 4096), (11008, 4096), (4096, 11008), (3072, 768), (768, 3072), (768, 768), (50257, 768)]
@@ -39,10 +40,6 @@ def problems(vectors, matrices=MATRICES):
         for v in vectors:
             out += [(rows, v, k, "rc"), (rows, v, k, "cc")]
     return out
-
-
-def relative_error(out, exact):
-    return ((out.double() - exact).norm() / exact.norm()).item()
 
 
 def measure(m, n, k, orders, seed):
