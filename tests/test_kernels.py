@@ -197,8 +197,50 @@ def test_gemv(case, vector, k, batch, offset, rng):
     for variant in ["auto", "gemv"]:
         assert_gemm_close(run_strict(A, B, C, 0.5, -1.0, variant), A, B, C, 0.5, -1.0)
         assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
-    with pytest.raises(RuntimeError, match="gemv kernel takes M = 1"):
+    with pytest.raises(RuntimeError, match="gemv kernel takes M <= 4"):
         ops.sgemm(randn(rng, 2, k), randn(rng, k, rows), None, 1.0, 0.0, "gemv")
+
+
+@pytest.mark.parametrize("case", ["m", "n"])
+@pytest.mark.parametrize("vectors", [2, 3, 4])
+@pytest.mark.parametrize("k", [3, 77, 4096])
+@pytest.mark.parametrize("batch", [None, 3])
+@pytest.mark.parametrize("offset,ld_pad", [(0, 0), (1, 0), (0, 1)])
+def test_gemv_few_vectors(case, vectors, k, batch, offset, ld_pad, rng):
+    # M of 2 to 4 with B column-major (a few tokens through nn.Linear), A's rows contiguous,
+    # or N of 2 to 4 with A row-major and B's columns contiguous: one read of the matrix for
+    # every vector, on aligned and misaligned operands (a padded leading dimension moves
+    # every vector but the first off 16 bytes).
+    rows = 300
+    if case == "m":
+        A = make_operand(rng, vectors, k, "r", batch=batch, offset=offset, ld_pad=ld_pad)
+        B = make_operand(rng, k, rows, "c", batch=batch, offset=offset)
+        C = randn(rng, rows)
+    else:
+        A = make_operand(rng, rows, k, "r", batch=batch, offset=offset)
+        B = make_operand(rng, k, vectors, "c", batch=batch, offset=offset, ld_pad=ld_pad)
+        C = randn(rng, rows, 1)
+    plan = torch_vecgemm.plan(A, B)
+    assert (plan.family, plan.kernel, plan.split_k, plan.copy_a, plan.copy_b) == ("gemv", "gemv", 1, None, None), plan
+    for variant in ["auto", "gemv"]:
+        assert_gemm_close(run_strict(A, B, C, 0.5, -1.0, variant), A, B, C, 0.5, -1.0)
+        assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
+
+
+@pytest.mark.parametrize("k", [5, 4096])
+def test_gemv_dot_product_of_strided_vectors(k, rng):
+    # M = N = 1: a dot product, which gemv serves with A's row as the matrix where B is a
+    # column of a wider row-major matrix, whose elements are not contiguous.
+    A = make_operand(rng, 1, k, "r")
+    B = make_operand(rng, k, 5, "r")[:, 2:3]
+    assert B.stride() == (5, 1)
+    plan = torch_vecgemm.plan(A, B)
+    assert plan.family == "gemv", plan
+    assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, "gemv"), A, B)
+    # A a row of a column-major matrix too: neither orientation's row is contiguous, a tiling.
+    A_strided = make_operand(rng, k, 3, "r")[:, 1:2].t()
+    assert torch_vecgemm.plan(A_strided, B).family in ("tiled", "async")
+    assert_gemm_close(run_strict(A_strided, B, None, 1.0, 0.0, "auto"), A_strided, B)
 
 
 # ---- operand copies (pad_copy.cu, transpose_copy.cu) -----------------------------------------------

@@ -380,6 +380,24 @@ def test_a_matrix_vector_product_gemv_does_not_serve_goes_to_torch(h200_like, to
         assert "matrix-vector" not in batched["description"], batched
 
 
+def test_a_few_vectors_run_on_gemv(h200_like):
+    """M of 2 to 4 with a column-major B (x @ W.T for a few tokens) and A's rows contiguous,
+    or N of 2 to 4 with a row-major A and B's columns contiguous, runs on gemv, which reads
+    the matrix once for every vector: on split-K M = 2 ran 0.85x torch.matmul on an H100
+    (1 x 4096 x 4096's tiles spend 30 of 32 rows on nothing). More vectors, or vectors that
+    are not contiguous, take a tiling. In 3xTF32, gemv's short chains keep the product in
+    IEEE fp32 as for one vector."""
+    for m in (2, 3, 4):
+        assert plan(h200_like, m, 4096, 4096, "rc")["family"] == "gemv", m
+        assert plan(h200_like, 4096, m, 4096, "rc")["family"] == "gemv", m
+        batched = _testing.recorded_plan(h200_like, m, 4096, 4096, "rc", True, True, "ieee", 8)
+        assert batched["family"] == "gemv", batched
+    for m, n, orders in ((5, 4096, "rc"), (4096, 5, "rc"), (2, 4096, "cc"), (2, 4096, "rr"), (4096, 2, "rr")):
+        assert plan(h200_like, m, n, 4096, orders)["family"] in ("tiled", "async", "torch"), (m, n, orders)
+    few = plan(h200_like, 4, 4096, 4096, "rc", precision="3xtf32")
+    assert few["family"] == "gemv" and "would be less accurate" in few["precision_fallback"], few
+
+
 def test_a_probe_may_force_the_3xtf32_split(h200_like):
     """set_tf32x3_splits prices and runs every 3xTF32 row at that split (at most the row's
     most for the problem), as plans of their own, until it is set back to 0."""

@@ -39,7 +39,12 @@ struct VectorizedTile {
 };
 void launch_vectorized(const GemmParams& p, cudaStream_t stream);
 
-// Matrix-vector products (gemv.cu): M = 1 with B column-major, or N = 1 with A row-major.
+// Matrix-vector products and products with a few vectors (gemv.cu): M <= kGemvMaxVectors
+// with B column-major (and A row-major where M > 1), or N <= kGemvMaxVectors with A
+// row-major (and B column-major where N > 1): the vectors contiguous. Up to 4, where a
+// tiling's 32-row tiles spend the most on nothing (M = 2 with a column-major B ran 0.85x
+// torch.matmul on split-K on an H100, M = 8 1.13x; docs/history.md, step 77).
+constexpr int kGemvMaxVectors = 4;
 bool gemv_fits(int m, int n, Layout la, Layout lb);
 void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
 
