@@ -556,9 +556,10 @@ def test_sweep_bound_takes_the_longest_limit_and_never_below_torch():
 def test_few_vectors_lists_each_count_in_both_roles():
     from benchmarks.probes.few_vectors import problems
 
-    listed = problems([1, 2], matrices=[(4096, 4096), (768, 3072)])
+    listed = problems([1, 2], matrices=[(4096, 4096), (768, 3072)], narrow=[(16, 65536)])
     assert (2, 4096, 4096, "rc") in listed and (2, 768, 3072, "rr") in listed  # vectors as A's rows
     assert (4096, 2, 4096, "rc") in listed and (768, 1, 3072, "cc") in listed  # vectors as B's columns
-    assert len(listed) == len(set(listed)) == 2 * 2 * 2 + 2 * 2 * 2
+    assert (1, 16, 65536, "rc") in listed and (2, 16, 65536, "rc") in listed  # a narrow matrix
+    assert len(listed) == len(set(listed)) == 2 * 2 * 2 + 2 * 2 * 2 + 2
     for m, n, k, orders in listed:
         assert min(m, n) in (1, 2) and orders in ("rc", "rr", "cc"), (m, n, k, orders)

@@ -8,7 +8,8 @@ where the planner hands it over), its time and torch.matmul's on the same operan
 (its bytes over our time: gemv's bound is one read), and the relative error of each against
 float64. gemv serves M or N of at most 4 with the vectors contiguous and the matrix's rows
 along K (docs/design.md); the rest show what a tiling or torch makes of them (docs/history.md,
-steps 76-77). Needs a GPU.
+steps 76-77). The narrow matrices (few rows over a deep K) ask where gemv, one warp a row,
+stops filling the GPU: the planner gives it every product it fits, unpriced. Needs a GPU.
 
     python -m benchmarks.probes.few_vectors [--vectors 1,2,3,4,5,8] [--out FILE.json]
 """
@@ -26,12 +27,15 @@ from benchmarks.sweep import relative_error
 
 # The matrices: (rows, K) of LLaMA's and GPT-2's weights and the LM head.
 MATRICES = [(4096, 4096), (11008, 4096), (4096, 11008), (3072, 768), (768, 3072), (768, 768), (50257, 768)]
+# Few rows over a deep K: a classifier's head on wide features, a projection of a long sequence.
+NARROW = [(16, 65536), (128, 65536), (512, 16384), (1024, 16384), (2048, 8192)]
 
 
-def problems(vectors, matrices=MATRICES):
+def problems(vectors, matrices=MATRICES, narrow=NARROW):
     """(m, n, k, orders) for each count of vectors and matrix: the vectors as A's rows with the
     matrix as B stored either way (x @ W.T where B is column-major, x @ W where row-major),
-    then as B's columns with the matrix as A stored either way, the vectors contiguous."""
+    then as B's columns with the matrix as A stored either way, the vectors contiguous; then
+    the fewest vectors and the most up to gemv's four against each narrow matrix, as x @ W.T."""
     out = []
     for rows, k in matrices:
         for v in vectors:
@@ -39,6 +43,9 @@ def problems(vectors, matrices=MATRICES):
     for rows, k in matrices[:2]:
         for v in vectors:
             out += [(rows, v, k, "rc"), (rows, v, k, "cc")]
+    for rows, k in narrow:
+        for v in sorted({min(vectors), min(max(vectors), 4)}):
+            out.append((v, rows, k, "rc"))
     return out
 
 
