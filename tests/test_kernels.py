@@ -193,7 +193,9 @@ def test_gemv(case, vector, k, batch, offset, rng):
         B = make_operand(rng, k, 1, vector, batch=batch, offset=offset)
         C = randn(rng, rows, 1)
     plan = torch_vecgemm.plan(A, B)
-    assert (plan.family, plan.kernel, plan.split_k, plan.copy_a, plan.copy_b) == ("gemv", "gemv", 1, None, None), plan
+    # 300 rows over a deep K may split it (test_gemv_split_k): either way, gemv reads A and B.
+    assert (plan.family, plan.kernel, plan.copy_a, plan.copy_b) == ("gemv", "gemv", None, None), plan
+    assert plan.split_k == 1 or k > 4096, plan
     for variant in ["auto", "gemv"]:
         assert_gemm_close(run_strict(A, B, C, 0.5, -1.0, variant), A, B, C, 0.5, -1.0)
         assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
@@ -221,9 +223,41 @@ def test_gemv_few_vectors(case, vectors, k, batch, offset, ld_pad, rng):
         B = make_operand(rng, k, vectors, "c", batch=batch, offset=offset, ld_pad=ld_pad)
         C = randn(rng, rows, 1)
     plan = torch_vecgemm.plan(A, B)
-    assert (plan.family, plan.kernel, plan.split_k, plan.copy_a, plan.copy_b) == ("gemv", "gemv", 1, None, None), plan
+    assert (plan.family, plan.kernel, plan.copy_a, plan.copy_b) == ("gemv", "gemv", None, None), plan
+    assert plan.split_k == 1 or k == 4096, plan
     for variant in ["auto", "gemv"]:
         assert_gemm_close(run_strict(A, B, C, 0.5, -1.0, variant), A, B, C, 0.5, -1.0)
+        assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
+
+
+@pytest.mark.parametrize("case", ["m", "n"])
+@pytest.mark.parametrize("vectors", [1, 3])
+@pytest.mark.parametrize("k", [20000, 9001])
+@pytest.mark.parametrize("batch", [None, 2])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gemv_split_k(case, vectors, k, batch, offset, rng):
+    # A matrix of few rows over a deep K: gemv splits K so that enough warps read it, each
+    # slice's sums summed by the split-K reduction, whose workspace is poisoned. Aligned and
+    # misaligned operands, a K the slices do not divide (9001), a batch; the same bits twice.
+    rows = 24
+    if case == "m":
+        A = make_operand(rng, vectors, k, "r", batch=batch, offset=offset)
+        B = make_operand(rng, k, rows, "c", batch=batch, offset=offset)
+        C = randn(rng, rows)
+    else:
+        A = make_operand(rng, rows, k, "r", batch=batch, offset=offset)
+        B = make_operand(rng, k, vectors, "c", batch=batch, offset=offset)
+        C = randn(rng, rows, 1)
+    plan = torch_vecgemm.plan(A, B)
+    assert (plan.family, plan.kernel, plan.copy_a, plan.copy_b) == ("gemv", "gemv", None, None), plan
+    assert plan.split_k > 1 and str(plan).startswith(f"gemv split-k {plan.split_k}"), plan
+    out_elems = (batch or 1) * rows * vectors
+    for variant in ["auto", "gemv"]:
+        poison_allocator((plan.split_k * out_elems,))
+        first = run_strict(A, B, C, 0.5, -1.0, variant)
+        assert_gemm_close(first, A, B, C, 0.5, -1.0)
+        poison_allocator((plan.split_k * out_elems,))
+        assert torch.equal(run_strict(A, B, C, 0.5, -1.0, variant), first)
         assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
 
 

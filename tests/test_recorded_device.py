@@ -398,6 +398,28 @@ def test_a_few_vectors_run_on_gemv(h200_like):
     assert few["family"] == "gemv" and "would be less accurate" in few["precision_fallback"], few
 
 
+def test_gemv_splits_k_where_few_rows_leave_the_gpu_idle(h200_like):
+    """gemv runs a warp a matrix row, a few loads in flight each: a matrix of few rows over a
+    deep K splits K until the GPU has enough warps reading (one more launch, the split-K
+    reduction), in slices of at least four rounds of 512 floats; a matrix of thousands of
+    rows, a short K or a large batch does not split."""
+    def splits(m, n, k, batch=1):
+        p = _testing.recorded_plan(h200_like, m, n, k, "rc", True, True, "ieee", batch)
+        assert p["family"] == "gemv" and p["kernel"] == "gemv", p
+        assert (p["split_k"] > 1) == ("split-k" in p["description"]), p
+        return p["split_k"]
+
+    head = splits(1, 16, 65536)  # 16 rows: 16 warps unsplit
+    assert 16 <= head <= 32 and 65536 / head >= 2048, head
+    assert splits(4, 16, 65536) == head == splits(16, 1, 65536)  # the vectors on either side
+    assert splits(1, 16, 65536, batch=64) < head  # a batch's rows are warps too
+    assert 1 < splits(1, 1024, 16384) < head
+    assert splits(1, 1024, 16384) <= splits(1, 1024, 32768)  # deeper: no fewer slices
+    for m, n, k in ((1, 4096, 4096), (1, 11008, 4096), (1, 50257, 768), (1, 16, 1024), (4, 4096, 11008)):
+        assert splits(m, n, k) == 1, (m, n, k)
+    assert splits(1, 4096, 4096, batch=8) == 1
+
+
 def test_a_probe_may_force_the_3xtf32_split(h200_like):
     """set_tf32x3_splits prices and runs every 3xTF32 row at that split (at most the row's
     most for the problem), as plans of their own, until it is set back to 0."""

@@ -1,5 +1,5 @@
 // Programmatic dependent launch (sm_90), for the second passes: the split-K reduction after
-// the GEMM, the stream-K fix-up after the tail, and the 3xTF32 wgmma kernel after its split
+// the GEMM (or gemv), the stream-K fix-up after the tail, and the 3xTF32 wgmma kernel after its split
 // pass and its fix-up after it. Each is launched by launch_dependent (dependent_launch.h) or
 // launch_overlapping (batch_launch.h) and may start once every block of the kernel before it
 // has called allow_dependents() (or exited), which the GEMM kernels and the tail do first

@@ -45,7 +45,11 @@ void launch_vectorized(const GemmParams& p, cudaStream_t stream);
 // tiling's 32-row tiles spend the most on nothing (M = 2 with a column-major B ran 0.85x
 // torch.matmul on split-K on an H100, M = 8 1.13x; docs/history.md, step 77).
 constexpr int kGemvMaxVectors = 4;
+// A warp's round of loads along its row: 32 lanes, 4 floats, 4 loads in flight. K slices of
+// a split gemv are whole rounds.
+constexpr int kGemvKRound = 512;
 bool gemv_fits(int m, int n, Layout la, Layout lb);
+// With p.k_splits > 1, each K slice's sums go to p.workspace for launch_splitk_reduce.
 void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream);
 
 // A batch of row-major matrices (rows x cols, row stride src_ld, any alignment) copied

@@ -192,6 +192,25 @@ std::optional<int64_t> tf32x3_lowest_floor(const ProblemKey& key) {
 // gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
 constexpr int kGemvChainsPerOutput = 128;
 
+// gemv's K split. A warp reads its row a round at a time (kGemvKRound floats, 2 KB), so a
+// grid of few warps waits on the memory's latency once a round: by Little's law the memory's
+// rate (~4.8 bytes/ns on an H200) over a ~1 us latency needs some 2,400 rounds in flight.
+// A matrix of fewer rows (over the batch) than kGemvWarpsPerSm a multiprocessor splits K
+// until it has about that many warps, each slice kGemvMinSliceRounds rounds or more so that
+// a warp's pipeline outlasts its ramp, the slices summed by the split-K reduction (one more
+// launch, hidden behind gemv's last warps, and 4 bytes an output a slice).
+constexpr int kGemvWarpsPerSm = 32;
+constexpr int kGemvMinSliceRounds = 4;
+constexpr int kGemvMaxSplits = 32;
+
+int gemv_k_splits(const ProblemKey& key) {
+  const int64_t warps = int64_t(std::max(key.m, key.n)) * key.batch;  // a warp a matrix row
+  const int64_t wanted = int64_t(sm_count(key.device)) * kGemvWarpsPerSm / std::max<int64_t>(1, warps);
+  const int64_t by_k = key.k / (int64_t(kGemvMinSliceRounds) * kGemvKRound);
+  const int splits = int(std::max<int64_t>(1, std::min<int64_t>({wanted, by_k, kGemvMaxSplits})));
+  return k_slices(key.k, splits, kGemvKRound).count;  // as it will run
+}
+
 std::string microseconds(double ns) {
   char text[32];
   std::snprintf(text, sizeof(text), "%.1f us", ns / 1000.0);
@@ -223,7 +242,8 @@ double fp32_rival_ns(const Plan& ieee) {
 
 // The length of each fp32 chain of the IEEE plan.
 int64_t fp32_sum_of(const ProblemKey& key, const Plan& ieee) {
-  const int chains = ieee.family == Family::Gemv ? kGemvChainsPerOutput : std::max(1, ieee.tiling.splits);
+  const int chains =
+      ieee.family == Family::Gemv ? kGemvChainsPerOutput * ieee.gemv_splits : std::max(1, ieee.tiling.splits);
   return ceil_div(key.k, chains);
 }
 
@@ -429,6 +449,7 @@ Plan make_plan(const Problem& problem, const Variant& variant, Precision precisi
   if (std::holds_alternative<MatrixVector>(variant) ||
       (auto_select && gemv_fits(out.key.m, out.key.n, out.key.la, out.key.lb))) {
     out.family = Family::Gemv;
+    out.gemv_splits = gemv_k_splits(out.key);
     return out;
   }
   if (auto_select) out.predicted_ns = allow_copies ? plan_copies(problem, out) : model_best_ns(out.key);
@@ -464,7 +485,7 @@ std::string describe(const Plan& plan) {
     case Family::Vectorized:
       return kVectorized;
     case Family::Gemv:
-      return kGemv;
+      return plan.gemv_splits > 1 ? std::string(kGemv) + " split-k " + std::to_string(plan.gemv_splits) : kGemv;
     case Family::Tf32x3: {
       const Tf32x3Tiling& t = plan.tf32x3;
       const Tf32x3Row& row = kTf32x3Rows[t.row];

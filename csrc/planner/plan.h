@@ -74,6 +74,8 @@ struct Plan {
   // Family::Tiled / Family::Async: the config, the split, the tail and its schedule.
   TilingChoice tiling{};
   std::optional<StreamK> stream_k;
+  // Family::Gemv: K slices (gemv_k_splits), summed by the split-K reduction where above 1.
+  int gemv_splits = 1;
   // Family::Tf32x3: the row, its split, the operands its kernel splits itself.
   Tf32x3Tiling tf32x3{};
   // Family::Tf32x3 on the transpose, C^T = B^T A^T: a product of few rows and many columns

@@ -147,8 +147,11 @@ PlanSummary summary_of(const Plan& p, bool lenient, Precision served, Reason why
     case Family::Empty:
       break;
     case Family::Vectorized:
+      out.kernel = out.family;
+      break;
     case Family::Gemv:
       out.kernel = out.family;
+      out.split_k = p.gemv_splits;
       break;
     case Family::Tiled:
     case Family::Async:

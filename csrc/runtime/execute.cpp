@@ -245,7 +245,9 @@ void execute(const Plan& planned, const at::Tensor& D, const at::Tensor& A, cons
     p.c_vec4 = p.c_col_stride == 1 && lines_aligned16(p.c, p.c_row_stride, p.c_batch_stride);
   }
   if (plan.family == Family::Gemv) {
-    launch_gemv(p, plan.key.la, plan.key.lb, stream);
+    split_k(p, plan.gemv_splits, kGemvKRound);
+    run_split_k(p, plan.key.batch, [&](const GemmParams& q) { launch_gemv(q, plan.key.la, plan.key.lb, stream); },
+                stream);
     return;
   }
   if (plan.family == Family::Tf32x3) {

@@ -6,12 +6,16 @@
 // 32 rows of an M tile on nothing (and split K to fill the GPU, adding a reduction).
 // One warp per matrix row, its dot products with every vector at once, so the row is read
 // once: 16-byte loads along the row (a warp reads 512 contiguous bytes), several loads in
-// flight per lane, a shuffle reduction, the epilogue of the tiled kernels.
+// flight per lane, a shuffle reduction, the epilogue of the tiled kernels. A warp keeps
+// only kUnroll loads in flight, so a matrix of few rows fills the GPU with warps only where
+// K is split (p.k_splits slices, a warp a row and slice): each slice's sums then go to the
+// split-K workspace, and splitk_reduce.cu adds them in slice order.
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/dependent_launch.cuh"
 #include "kernels/epilogue.cuh"
 #include "kernels/launchers.h"
 
@@ -20,6 +24,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kUnroll = 4;  // row chunks a lane has in flight (summed as a tree of four below)
+static_assert(kGemvKRound == 32 * 4 * kUnroll, "a K slice is whole rounds of a warp's 16-byte loads");
 
 // The product seen as out[r][v] = sum_k mat[r][k] * vec_v[k], r < rows, v < vectors.
 struct GemvView {
@@ -93,42 +98,48 @@ template <int VEC, int V>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv(const GemmParams p, const GemvView g) {
   static_assert(VEC == 1 || VEC == 4, "vector width");
   static_assert(V >= 1 && V <= kGemvMaxVectors && V <= 32, "one lane stores each vector's output");
+  allow_dependents();  // the split-K reduction may launch now (dependent_launch.cuh)
   const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (r >= g.rows) return;
   constexpr int kStep = 32 * VEC;
-  for (int batch = blockIdx.y; batch < p.batch; batch += gridDim.y) {
-    const float* row = g.mat + batch * g.mat_batch + r * g.mat_ld;
-    const float* vec = g.vec + batch * g.vec_batch;
-    float sum[V][kUnroll] = {};
-    int k = lane * VEC;
-    for (; k + (kUnroll - 1) * kStep < p.k; k += kUnroll * kStep) {
-      RowChunk<VEC> chunk[kUnroll];  // every load of the row first, then the vectors'
+  // blockIdx.y = batch * k_splits + split, as the tiled kernels' blockIdx.z.
+  const int batch = blockIdx.y / p.k_splits, split = blockIdx.y % p.k_splits;
+  const int k_begin = split * p.k_slice, k_len = min(p.k - k_begin, p.k_slice);
+  const float* row = g.mat + batch * g.mat_batch + r * g.mat_ld + k_begin;
+  const float* vec = g.vec + batch * g.vec_batch + k_begin * g.vec_stride;
+  float sum[V][kUnroll] = {};
+  int k = lane * VEC;
+  for (; k + (kUnroll - 1) * kStep < k_len; k += kUnroll * kStep) {
+    RowChunk<VEC> chunk[kUnroll];  // every load of the row first, then the vectors'
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) chunk[u] = load_chunk<VEC>(row + k + u * kStep);
+    for (int u = 0; u < kUnroll; ++u) chunk[u] = load_chunk<VEC>(row + k + u * kStep);
 #pragma unroll
-      for (int v = 0; v < V; ++v)
+    for (int v = 0; v < V; ++v)
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-          sum[v][u] += dot_chunk<VEC>(chunk[u], vec + v * g.vec_apart + (k + u * kStep) * g.vec_stride);
-    }
-    for (; k < p.k; k += kStep) {
-      const RowChunk<VEC> chunk = load_chunk<VEC>(row + k);
+      for (int u = 0; u < kUnroll; ++u)
+        sum[v][u] += dot_chunk<VEC>(chunk[u], vec + v * g.vec_apart + (k + u * kStep) * g.vec_stride);
+  }
+  for (; k < k_len; k += kStep) {
+    const RowChunk<VEC> chunk = load_chunk<VEC>(row + k);
 #pragma unroll
-      for (int v = 0; v < V; ++v) sum[v][0] += dot_chunk<VEC>(chunk, vec + v * g.vec_apart + k * g.vec_stride);
-    }
-    float mine = 0.0f;  // lane v stores vector v's output
+    for (int v = 0; v < V; ++v) sum[v][0] += dot_chunk<VEC>(chunk, vec + v * g.vec_apart + k * g.vec_stride);
+  }
+  float mine = 0.0f;  // lane v stores vector v's output
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
-      float total = (sum[v][0] + sum[v][1]) + (sum[v][2] + sum[v][3]);
+  for (int v = 0; v < V; ++v) {
+    float total = (sum[v][0] + sum[v][1]) + (sum[v][2] + sum[v][3]);
 #pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-      if (lane == v) mine = total;
-    }
-    if (lane < V) {
+    for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    if (lane == v) mine = total;
+  }
+  if (lane < V) {
+    const int out_row = g.over_n ? lane : r, out_col = g.over_n ? r : lane;
+    if (p.k_splits > 1) {
+      partial_row(p, split, batch, out_row)[out_col] = mine;
+    } else {
       // The tiled kernels' epilogue, one element wide: n = col + 1 masks the other three.
       GemmParams q = p;
-      const int out_row = g.over_n ? lane : r, out_col = g.over_n ? r : lane;
       q.n = out_col + 1;
       const float v[4] = {mine, 0.f, 0.f, 0.f};
       store_output4(q, batch, out_row, out_col, v);
@@ -160,7 +171,9 @@ void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream)
   // The vectors are contiguous lines (stride 1), g.vec_apart apart where there are several.
   const bool vec4 = lines_aligned16(g.mat, g.mat_ld, g.mat_batch) && g.vec_stride == 1 &&
                     lines_aligned16(g.vec, g.vectors > 1 ? g.vec_apart : 0, g.vec_batch) && p.k % 4 == 0;
-  const dim3 grid((g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, std::min(p.batch, kMaxGridYZ));
+  TORCH_INTERNAL_ASSERT(int64_t(p.batch) * p.k_splits <= kMaxGridYZ && (p.k_splits == 1 || p.k_slice % 4 == 0),
+                        "vecgemm: gemv launched on ", p.batch, " batches of ", p.k_splits, " K slices of ", p.k_slice);
+  const dim3 grid((g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, p.batch * p.k_splits);
   if (vec4)
     launch_with<4>(p, g, grid, stream);
   else
