@@ -43,10 +43,16 @@ struct GemvView {
 // The matrix is B (its rows along N) where M is few and B column-major, and the vectors,
 // where there are several, A's contiguous rows; else A, with B's columns for vectors. A
 // product both would serve (M and N few) takes the longer side for rows: more warps.
+bool serves_over_n(int m, Layout la, Layout lb) {
+  return m <= kGemvMaxVectors && lb == Layout::ColMajor && (m == 1 || la == Layout::RowMajor);
+}
+
+bool serves_over_m(int n, Layout la, Layout lb) {
+  return n <= kGemvMaxVectors && la == Layout::RowMajor && (n == 1 || lb == Layout::ColMajor);
+}
+
 bool gemv_over_n(int m, int n, Layout la, Layout lb) {
-  const bool over_n = m <= kGemvMaxVectors && lb == Layout::ColMajor && (m == 1 || la == Layout::RowMajor);
-  const bool over_m = n <= kGemvMaxVectors && la == Layout::RowMajor && (n == 1 || lb == Layout::ColMajor);
-  return over_n && (!over_m || n >= m);
+  return serves_over_n(m, la, lb) && (!serves_over_m(n, la, lb) || n >= m);
 }
 
 GemvView view_of(const GemmParams& p, Layout la, Layout lb) {
@@ -208,8 +214,7 @@ void launch_with(const GemmParams& p, const GemvView& g, dim3 grid, cudaStream_t
 }  // namespace
 
 bool gemv_fits(int m, int n, Layout la, Layout lb) {
-  return gemv_over_n(m, n, la, lb) ||
-         (n <= kGemvMaxVectors && la == Layout::RowMajor && (n == 1 || lb == Layout::ColMajor));
+  return serves_over_n(m, la, lb) || serves_over_m(n, la, lb);
 }
 
 void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream) {
