@@ -119,7 +119,7 @@ def test_gemv_planned(m, n, a_order, b_order, gemv, rng):
         assert plan.family in ("tiled", "async") and plan.kernel in TILINGS, plan
         refused = torch_vecgemm.plan(A, B, variant="gemv")
         assert refused.family == "fallback" and refused.kernel is None, refused
-        assert "gemv kernel takes M <= 8" in refused.fallback_reason
+        assert "gemv kernel takes M <= 4" in refused.fallback_reason
 
 
 # ---- operand copies ----------------------------------------------------------------------------------
