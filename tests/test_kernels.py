@@ -199,22 +199,21 @@ def test_gemv(case, vector, k, batch, offset, rng):
     for variant in ["auto", "gemv"]:
         assert_gemm_close(run_strict(A, B, C, 0.5, -1.0, variant), A, B, C, 0.5, -1.0)
         assert_gemm_close(run_strict(A, B, None, 1.0, 0.0, variant), A, B)
-    with pytest.raises(RuntimeError, match="gemv kernel takes M <= 8"):
+    with pytest.raises(RuntimeError, match="gemv kernel takes M <= 4"):
         ops.sgemm(randn(rng, 2, k), randn(rng, k, rows), None, 1.0, 0.0, "gemv")
 
 
 @pytest.mark.parametrize("case", ["m", "n"])
-@pytest.mark.parametrize("vectors", [2, 3, 4, 5, 8])
+@pytest.mark.parametrize("vectors", [2, 3, 4])
 @pytest.mark.parametrize("k", [3, 77, 4096])
 @pytest.mark.parametrize("batch", [None, 3])
 @pytest.mark.parametrize("offset,ld_pad", [(0, 0), (1, 0), (0, 1)])
 def test_gemv_few_vectors(case, vectors, k, batch, offset, ld_pad, rng):
-    # M of 2 to 8 with B column-major (a few tokens through nn.Linear), A's rows contiguous,
-    # or N of 2 to 8 with A row-major and B's columns contiguous: one read of the matrix for
+    # M of 2 to 4 with B column-major (a few tokens through nn.Linear), A's rows contiguous,
+    # or N of 2 to 4 with A row-major and B's columns contiguous: one read of the matrix for
     # every vector, on aligned and misaligned operands (a padded leading dimension moves
-    # every vector but the first off 16 bytes). From five vectors a warp takes two rows: 301
-    # leaves the last warp one.
-    rows = 301
+    # every vector but the first off 16 bytes).
+    rows = 300
     if case == "m":
         A = make_operand(rng, vectors, k, "r", batch=batch, offset=offset, ld_pad=ld_pad)
         B = make_operand(rng, k, rows, "c", batch=batch, offset=offset)
@@ -232,7 +231,7 @@ def test_gemv_few_vectors(case, vectors, k, batch, offset, ld_pad, rng):
 
 
 @pytest.mark.parametrize("case", ["m", "n"])
-@pytest.mark.parametrize("vectors", [1, 3, 6])
+@pytest.mark.parametrize("vectors", [1, 3])
 @pytest.mark.parametrize("k", [20000, 9001])
 @pytest.mark.parametrize("batch", [None, 2])
 @pytest.mark.parametrize("offset", [0, 1])

@@ -142,7 +142,7 @@ def test_the_package_loaded_the_shipped_profiles():
 def test_a_3xtf32_row_is_planned_only_on_the_storage_its_profile_prices(tmp_path):
     """A 3xTF32 row's storage figures (rr_percent .. cc_percent, unaligned_percent) price it
     on each storage against the one its other figures were fitted on; one left out keeps
-    auto from planning the row there, while the strict op still runs it. Decode (16 tokens
+    auto from planning the row there, while the strict op still runs it. Decode (8 tokens
     through a 4096 x 4096 weight) on an sm_89 GPU of the H200's SM count priced with the
     H200's figures, whose narrow rows are priced on aligned rc alone."""
     doc = shipped("h200.json")
@@ -152,7 +152,7 @@ def test_a_3xtf32_row_is_planned_only_on_the_storage_its_profile_prices(tmp_path
     device = _testing.add_recorded_device(facts(89, 132, {WGMMA: "needs sm_90a"} if WGMMA in TF32X3_KERNELS else {}))
 
     def decode(orders, aligned=True, variant="auto"):
-        return _testing.recorded_plan(device, 16, 4096, 4096, orders, aligned, aligned, "3xtf32", variant=variant)
+        return _testing.recorded_plan(device, 8, 4096, 4096, orders, aligned, aligned, "3xtf32", variant=variant)
 
     rc = decode("rc")
     assert rc["kernel"] == "tf32x3_few_rows_mma", rc

@@ -6,7 +6,7 @@ For each problem: the plan auto picks (gemv, a tiling with its K split, or torch
 where the planner hands it over), its time and torch.matmul's on the same operands
 (`benchmarks.common.time_ms`: median, L2 cleared before each run), the matrix's read rate
 (its bytes over our time: gemv's bound is one read), and the relative error of each against
-float64. gemv serves M or N of at most 8 with the vectors contiguous and the matrix's rows
+float64. gemv serves M or N of at most 4 with the vectors contiguous and the matrix's rows
 along K (docs/design.md); the rest show what a tiling or torch makes of them (docs/history.md,
 steps 76-77). The narrow matrices (few rows over a deep K) ask where gemv, one warp a row,
 stops filling the GPU: the planner gives it every product it fits, unpriced. Needs a GPU.
@@ -35,7 +35,7 @@ def problems(vectors, matrices=MATRICES, narrow=NARROW):
     """(m, n, k, orders) for each count of vectors and matrix: the vectors as A's rows with the
     matrix as B stored either way (x @ W.T where B is column-major, x @ W where row-major),
     then as B's columns with the matrix as A stored either way, the vectors contiguous; then
-    the fewest vectors and the most up to gemv's eight against each narrow matrix, as x @ W.T."""
+    the fewest vectors and the most up to gemv's four against each narrow matrix, as x @ W.T."""
     out = []
     for rows, k in matrices:
         for v in vectors:
@@ -44,7 +44,7 @@ def problems(vectors, matrices=MATRICES, narrow=NARROW):
         for v in vectors:
             out += [(rows, v, k, "rc"), (rows, v, k, "cc")]
     for rows, k in narrow:
-        for v in sorted({min(vectors), min(max(vectors), 8)}):
+        for v in sorted({min(vectors), min(max(vectors), 4)}):
             out.append((v, rows, k, "rc"))
     return out
 

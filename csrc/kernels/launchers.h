@@ -41,18 +41,10 @@ void launch_vectorized(const GemmParams& p, cudaStream_t stream);
 
 // Matrix-vector products and products with a few vectors (gemv.cu): M <= kGemvMaxVectors
 // with B column-major (and A row-major where M > 1), or N <= kGemvMaxVectors with A
-// row-major (and B column-major where N > 1): the vectors contiguous. Up to 8, where a
+// row-major (and B column-major where N > 1): the vectors contiguous. Up to 4, where a
 // tiling's 32-row tiles spend the most on nothing (M = 2 with a column-major B ran 0.85x
-// torch.matmul on split-K on an H100, M = 5 0.75-0.92x, M = 8 0.95-1.29x; docs/history.md,
-// steps 77-78).
-constexpr int kGemvMaxVectors = 8;
-// The matrix rows a gemv warp takes for `vectors` vectors: two from five on, so that each
-// vector chunk it reads from L1 serves two rows.
-constexpr int gemv_rows_per_warp(int vectors) { return vectors <= 4 ? 1 : 2; }
-// A lane's 16-byte loads of its rows in flight, shared by the rows: each output sums 32
-// lanes' chains of that many over the rows, then a shuffle tree.
-constexpr int kGemvLoadsInFlight = 4;
-constexpr int gemv_chains_per_output(int vectors) { return 32 * kGemvLoadsInFlight / gemv_rows_per_warp(vectors); }
+// torch.matmul on split-K on an H100, M = 8 1.13x; docs/history.md, step 77).
+constexpr int kGemvMaxVectors = 4;
 // A warp's round of loads along its row: 32 lanes, 4 floats, 4 loads in flight. K slices of
 // a split gemv are whole rounds.
 constexpr int kGemvKRound = 512;

@@ -102,7 +102,7 @@ Reason variant_violation(const at::Tensor& A, const at::Tensor& B, const at::Ten
   if (std::holds_alternative<MatrixVector>(variant)) {
     if (gemv_fits(int(s.m), int(s.n), storage_of(A)->layout, storage_of(B)->layout)) return std::nullopt;
     return std::string(
-        "the gemv kernel takes M <= 8 with a column-major B (and a row-major A where M > 1), or N <= 8 with a "
+        "the gemv kernel takes M <= 4 with a column-major B (and a row-major A where M > 1), or N <= 4 with a "
         "row-major A (and a column-major B where N > 1)");
   }
   if (const auto* fixed = std::get_if<FixedTf32x3>(&variant)) {

@@ -177,27 +177,6 @@ std::optional<int64_t> tf32x3_lowest_floor(const ProblemKey& key) {
   return lowest;
 }
 
-// gemv's K split. A warp reads its rows a round at a time (kGemvKRound floats, 2 KB), so a
-// grid of few warps waits on the memory's latency once a round: by Little's law the memory's
-// rate (~4.8 bytes/ns on an H200) over a ~1 us latency needs some 2,400 rounds in flight.
-// A matrix whose rows (one or two a warp, gemv_rows_per_warp; over the batch) give fewer
-// warps than kGemvWarpsPerSm a multiprocessor splits K until it has about that many, each
-// slice kGemvMinSliceRounds rounds or more so that a warp's pipeline outlasts its ramp, the
-// slices summed by the split-K reduction (one more launch, hidden behind gemv's last warps,
-// and 4 bytes an output a slice).
-constexpr int kGemvWarpsPerSm = 32;
-constexpr int kGemvMinSliceRounds = 4;
-constexpr int kGemvMaxSplits = 32;
-
-int gemv_k_splits(const ProblemKey& key) {
-  const int rows_per_warp = gemv_rows_per_warp(std::min(key.m, key.n));
-  const int64_t warps = ceil_div(std::max(key.m, key.n), rows_per_warp) * key.batch;
-  const int64_t wanted = int64_t(sm_count(key.device)) * kGemvWarpsPerSm / std::max<int64_t>(1, warps);
-  const int64_t by_k = key.k / (int64_t(kGemvMinSliceRounds) * kGemvKRound);
-  const int splits = int(std::max<int64_t>(1, std::min<int64_t>({wanted, by_k, kGemvMaxSplits})));
-  return k_slices(key.k, splits, kGemvKRound).count;  // as it will run
-}
-
 // Where precision 3xTF32 with the auto variant runs IEEE fp32 instead: 3xTF32 must not make
 // a product less accurate or slower than fp32 would be (docs/design.md, "Precision").
 //  - Accuracy. 3xTF32's error has a floor whatever K is, fp32's grows with the length L of
@@ -210,6 +189,27 @@ int gemv_k_splits(const ProblemKey& key) {
 //    IEEE plan (its copies and split included), or torch.matmul's where the hand-off rule
 //    predicts that faster (fp32_rival_ns), all with their launches, the waves model's with
 //    the device profile's slack for what it underprices (tf32x3_weighed_ns).
+// gemv.cu sums each output over a warp: 32 lanes, four chains each, then a shuffle tree.
+constexpr int kGemvChainsPerOutput = 128;
+
+// gemv's K split. A warp reads its row a round at a time (kGemvKRound floats, 2 KB), so a
+// grid of few warps waits on the memory's latency once a round: by Little's law the memory's
+// rate (~4.8 bytes/ns on an H200) over a ~1 us latency needs some 2,400 rounds in flight.
+// A matrix of fewer rows (over the batch) than kGemvWarpsPerSm a multiprocessor splits K
+// until it has about that many warps, each slice kGemvMinSliceRounds rounds or more so that
+// a warp's pipeline outlasts its ramp, the slices summed by the split-K reduction (one more
+// launch, hidden behind gemv's last warps, and 4 bytes an output a slice).
+constexpr int kGemvWarpsPerSm = 32;
+constexpr int kGemvMinSliceRounds = 4;
+constexpr int kGemvMaxSplits = 32;
+
+int gemv_k_splits(const ProblemKey& key) {
+  const int64_t warps = int64_t(std::max(key.m, key.n)) * key.batch;  // a warp a matrix row
+  const int64_t wanted = int64_t(sm_count(key.device)) * kGemvWarpsPerSm / std::max<int64_t>(1, warps);
+  const int64_t by_k = key.k / (int64_t(kGemvMinSliceRounds) * kGemvKRound);
+  const int splits = int(std::max<int64_t>(1, std::min<int64_t>({wanted, by_k, kGemvMaxSplits})));
+  return k_slices(key.k, splits, kGemvKRound).count;  // as it will run
+}
 
 std::string microseconds(double ns) {
   char text[32];
@@ -243,8 +243,7 @@ double fp32_rival_ns(const Plan& ieee) {
 // The length of each fp32 chain of the IEEE plan.
 int64_t fp32_sum_of(const ProblemKey& key, const Plan& ieee) {
   const int chains =
-      ieee.family == Family::Gemv ? gemv_chains_per_output(std::min(key.m, key.n)) * ieee.gemv_splits
-                                  : std::max(1, ieee.tiling.splits);
+      ieee.family == Family::Gemv ? kGemvChainsPerOutput * ieee.gemv_splits : std::max(1, ieee.tiling.splits);
   return ceil_div(key.k, chains);
 }
 

@@ -1,24 +1,19 @@
-// Matrix-vector products, and products with a few vectors: a GEMM with M <= 8 whose B is
-// column-major (x @ W.t() for one to eight tokens, as nn.Linear computes it in decoding) or
-// with N <= 8 whose A is row-major. Each output is then the dot product of one contiguous
+// Matrix-vector products, and products with a few vectors: a GEMM with M <= 4 whose B is
+// column-major (x @ W.t() for one to four tokens, as nn.Linear computes it in decoding) or
+// with N <= 4 whose A is row-major. Each output is then the dot product of one contiguous
 // row of the matrix with a vector, and the problem is bound by reading the matrix once: the
-// tiled kernels, built to reuse operands from shared memory, would spend 24 to 31 of every
+// tiled kernels, built to reuse operands from shared memory, would spend 28 to 31 of every
 // 32 rows of an M tile on nothing (and split K to fill the GPU, adding a reduction).
-// A warp per matrix row (two rows beyond four vectors), its dot products with every vector
-// at once, so the row is read once: 16-byte loads along the row (a warp reads 512
-// contiguous bytes), several loads in flight per lane, a shuffle reduction, the epilogue
-// of the tiled kernels. Each lane reads the vectors' chunks from L1 beside its row's, V of
-// them a row chunk: from five vectors on, a warp takes two rows so that each vector chunk
-// serves both (eight vectors on one row would ask some two thirds of an H100's L1 rate,
-// docs/performance.md). A warp keeps only kUnroll loads in flight, so a matrix of few rows
-// fills the GPU with warps only where K is split (p.k_splits slices, a warp a row and
-// slice): each slice's sums then go to the split-K workspace, and splitk_reduce.cu adds
-// them in slice order.
+// One warp per matrix row, its dot products with every vector at once, so the row is read
+// once: 16-byte loads along the row (a warp reads 512 contiguous bytes), several loads in
+// flight per lane, a shuffle reduction, the epilogue of the tiled kernels. A warp keeps
+// only kUnroll loads in flight, so a matrix of few rows fills the GPU with warps only where
+// K is split (p.k_splits slices, a warp a row and slice): each slice's sums then go to the
+// split-K workspace, and splitk_reduce.cu adds them in slice order.
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "kernels/dependent_launch.cuh"
 #include "kernels/epilogue.cuh"
@@ -28,7 +23,7 @@ namespace vecgemm {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kUnroll = kGemvLoadsInFlight;  // row chunks a lane has in flight (a tree of four below, with one row)
+constexpr int kUnroll = 4;  // row chunks a lane has in flight (summed as a tree of four below)
 static_assert(kGemvKRound == 32 * 4 * kUnroll, "a K slice is whole rounds of a warp's 16-byte loads");
 
 // The product seen as out[r][v] = sum_k mat[r][k] * vec_v[k], r < rows, v < vectors.
@@ -95,143 +90,57 @@ __device__ __forceinline__ RowChunk<VEC> load_chunk(const float* m) {
   }
 }
 
-// A vector's chunk, through L1: every warp of the block reads it.
 template <int VEC>
-__device__ __forceinline__ RowChunk<VEC> load_vector_chunk(const float* v) {
+__device__ __forceinline__ float dot_chunk(const RowChunk<VEC>& a, const float* v) {
   if constexpr (VEC == 4) {
     const float4 b = __ldg(reinterpret_cast<const float4*>(v));
-    return {{b.x, b.y, b.z, b.w}};
+    return a.x[0] * b.x + a.x[1] * b.y + a.x[2] * b.z + a.x[3] * b.w;
   } else {
-    return {{__ldg(v)}};
+    return a.x[0] * __ldg(v);
   }
 }
 
-template <int VEC>
-__device__ __forceinline__ float dot_chunk(const RowChunk<VEC>& a, const RowChunk<VEC>& b) {
-  if constexpr (VEC == 4) {
-    return a.x[0] * b.x[0] + a.x[1] * b.x[1] + a.x[2] * b.x[2] + a.x[3] * b.x[3];
-  } else {
-    return a.x[0] * b.x[0];
-  }
-}
-
-// The U chains of a sum as a balanced tree: ((0 + 1) + (2 + 3)) for four.
-template <int U>
-__device__ __forceinline__ float tree_sum(const float (&s)[U]) {
-  static_assert(U == 1 || U == 2 || U == 4, "chains");
-  if constexpr (U == 4) return (s[0] + s[1]) + (s[2] + s[3]);
-  if constexpr (U == 2) return s[0] + s[1];
-  return s[0];
-}
-
-// EXPERIMENT: R rows a warp, U chunks of each in flight, MODE 0 as landed, 1 next
-// iteration's matrix loads issued before this one's math, 2 every vector chunk loaded before the math.
-template <int VEC, int V, int R = gemv_rows_per_warp(V), int U = kUnroll / R, int MODE = 0>
+template <int VEC, int V>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv(const GemmParams p, const GemvView g) {
   static_assert(VEC == 1 || VEC == 4, "vector width");
-  static_assert(V >= 1 && V <= kGemvMaxVectors && R * V <= 32, "one lane stores each output");
-  static_assert(kUnroll % R == 0, "a warp's loads in flight shared by its rows");
+  static_assert(V >= 1 && V <= kGemvMaxVectors && V <= 32, "one lane stores each vector's output");
   allow_dependents();  // the split-K reduction may launch now (dependent_launch.cuh)
-  const int r0 = (blockIdx.x * kWarpsPerBlock + threadIdx.x / 32) * R;
+  const int r = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (r0 >= g.rows) return;
+  if (r >= g.rows) return;
   constexpr int kStep = 32 * VEC;
   // blockIdx.y = batch * k_splits + split, as the tiled kernels' blockIdx.z.
   const int batch = blockIdx.y / p.k_splits, split = blockIdx.y % p.k_splits;
   const int k_begin = split * p.k_slice, k_len = min(p.k - k_begin, p.k_slice);
-  // A warp's rows past the matrix's last read the last row again and store nothing.
-  const float* rows[R];
-#pragma unroll
-  for (int i = 0; i < R; ++i) rows[i] = g.mat + batch * g.mat_batch + min(r0 + i, g.rows - 1) * g.mat_ld + k_begin;
+  const float* row = g.mat + batch * g.mat_batch + r * g.mat_ld + k_begin;
   const float* vec = g.vec + batch * g.vec_batch + k_begin * g.vec_stride;
-  float sum[R][V][U] = {};
+  float sum[V][kUnroll] = {};
   int k = lane * VEC;
-  if constexpr (MODE == 1) {
-    RowChunk<VEC> chunk[R][U];
-    if (k + (U - 1) * kStep < k_len) {
+  for (; k + (kUnroll - 1) * kStep < k_len; k += kUnroll * kStep) {
+    RowChunk<VEC> chunk[kUnroll];  // every load of the row first, then the vectors'
 #pragma unroll
-      for (int i = 0; i < R; ++i)
-#pragma unroll
-        for (int u = 0; u < U; ++u) chunk[i][u] = load_chunk<VEC>(rows[i] + k + u * kStep);
-    }
-    for (; k + (U - 1) * kStep < k_len; k += U * kStep) {
-      RowChunk<VEC> next[R][U];
-      const int kn = k + U * kStep;
-      const bool more = kn + (U - 1) * kStep < k_len;
-#pragma unroll
-      for (int i = 0; i < R; ++i)
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          if (more) next[i][u] = load_chunk<VEC>(rows[i] + kn + u * kStep);
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const RowChunk<VEC> x = load_vector_chunk<VEC>(vec + v * g.vec_apart + (k + u * kStep) * g.vec_stride);
-#pragma unroll
-          for (int i = 0; i < R; ++i) sum[i][v][u] += dot_chunk<VEC>(chunk[i][u], x);
-        }
-#pragma unroll
-      for (int i = 0; i < R; ++i)
-#pragma unroll
-        for (int u = 0; u < U; ++u) chunk[i][u] = next[i][u];
-    }
-  } else {
-  for (; k + (U - 1) * kStep < k_len; k += U * kStep) {
-    RowChunk<VEC> chunk[R][U];  // every load of the rows first, then the vectors'
-#pragma unroll
-    for (int i = 0; i < R; ++i)
-#pragma unroll
-      for (int u = 0; u < U; ++u) chunk[i][u] = load_chunk<VEC>(rows[i] + k + u * kStep);
-    if constexpr (MODE == 2) {
-      RowChunk<VEC> xs[V][U];
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-          xs[v][u] = load_vector_chunk<VEC>(vec + v * g.vec_apart + (k + u * kStep) * g.vec_stride);
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-#pragma unroll
-        for (int u = 0; u < U; ++u)
-#pragma unroll
-          for (int i = 0; i < R; ++i) sum[i][v][u] += dot_chunk<VEC>(chunk[i][u], xs[v][u]);
-    } else {
+    for (int u = 0; u < kUnroll; ++u) chunk[u] = load_chunk<VEC>(row + k + u * kStep);
 #pragma unroll
     for (int v = 0; v < V; ++v)
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const RowChunk<VEC> x = load_vector_chunk<VEC>(vec + v * g.vec_apart + (k + u * kStep) * g.vec_stride);
-#pragma unroll
-        for (int i = 0; i < R; ++i) sum[i][v][u] += dot_chunk<VEC>(chunk[i][u], x);
-      }
-    }
-  }
+      for (int u = 0; u < kUnroll; ++u)
+        sum[v][u] += dot_chunk<VEC>(chunk[u], vec + v * g.vec_apart + (k + u * kStep) * g.vec_stride);
   }
   for (; k < k_len; k += kStep) {
-    RowChunk<VEC> chunk[R];
+    const RowChunk<VEC> chunk = load_chunk<VEC>(row + k);
 #pragma unroll
-    for (int i = 0; i < R; ++i) chunk[i] = load_chunk<VEC>(rows[i] + k);
-#pragma unroll
-    for (int v = 0; v < V; ++v) {
-      const RowChunk<VEC> x = load_vector_chunk<VEC>(vec + v * g.vec_apart + k * g.vec_stride);
-#pragma unroll
-      for (int i = 0; i < R; ++i) sum[i][v][0] += dot_chunk<VEC>(chunk[i], x);
-    }
+    for (int v = 0; v < V; ++v) sum[v][0] += dot_chunk<VEC>(chunk, vec + v * g.vec_apart + k * g.vec_stride);
   }
-  float mine = 0.0f;  // lane i V + v stores row r0 + i's output for vector v
+  float mine = 0.0f;  // lane v stores vector v's output
 #pragma unroll
-  for (int i = 0; i < R; ++i)
+  for (int v = 0; v < V; ++v) {
+    float total = (sum[v][0] + sum[v][1]) + (sum[v][2] + sum[v][3]);
 #pragma unroll
-    for (int v = 0; v < V; ++v) {
-      float total = tree_sum<U>(sum[i][v]);
-#pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
-      if (lane == i * V + v) mine = total;
-    }
-  const int r = r0 + lane / V;
-  if (lane < R * V && r < g.rows) {
-    const int out_row = g.over_n ? lane % V : r, out_col = g.over_n ? r : lane % V;
+    for (int offset = 16; offset > 0; offset /= 2) total += __shfl_xor_sync(0xffffffffu, total, offset);
+    if (lane == v) mine = total;
+  }
+  if (lane < V) {
+    const int out_row = g.over_n ? lane : r, out_col = g.over_n ? r : lane;
     if (p.k_splits > 1) {
       partial_row(p, split, batch, out_row)[out_col] = mine;
     } else {
@@ -244,64 +153,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv(const GemmParams p, 
   }
 }
 
-// EXPERIMENT: VECGEMM_GEMV_EXP picks the form of five to eight vectors (gemv_experiment_rows).
-int gemv_experiment() {
-  const char* e = std::getenv("VECGEMM_GEMV_EXP");
-  return e ? std::atoi(e) : 0;
-}
-int gemv_experiment_rows(int vectors) {
-  if (vectors <= 4) return 1;
-  const int e = gemv_experiment();
-  return e == 4 || e == 5 ? 1 : 2;
-}
-
-template <int VEC, int V>
-bool launch_experiment(const GemmParams& p, const GemvView& g, dim3 grid, cudaStream_t stream) {
-  const int threads = kWarpsPerBlock * 32;
-  constexpr int R = V <= 4 ? 1 : 2;  // the rows a warp takes in forms 1 and 2 (gemv_experiment_rows)
-  switch (gemv_experiment()) {
-    case 1: gemv<VEC, V, R, kUnroll / R, 1><<<grid, threads, 0, stream>>>(p, g); return true;
-    case 2: gemv<VEC, V, R, kUnroll / R, 2><<<grid, threads, 0, stream>>>(p, g); return true;
-    default: break;
-  }
-  if constexpr (V <= 4) {
-    return false;
-  } else {
-    switch (gemv_experiment()) {
-      case 3: gemv<VEC, V, 2, 4, 0><<<grid, threads, 0, stream>>>(p, g); return true;
-      case 4: gemv<VEC, V, 1, 4, 0><<<grid, threads, 0, stream>>>(p, g); return true;
-      case 5: gemv<VEC, V, 1, 4, 1><<<grid, threads, 0, stream>>>(p, g); return true;
-      case 6: gemv<VEC, V, 2, 1, 1><<<grid, threads, 0, stream>>>(p, g); return true;
-      default: return false;
-    }
-  }
-}
-
 template <int VEC>
 void launch_with(const GemmParams& p, const GemvView& g, dim3 grid, cudaStream_t stream) {
   const int threads = kWarpsPerBlock * 32;
-  bool done = false;
-  switch (g.vectors) {
-    case 1: done = launch_experiment<VEC, 1>(p, g, grid, stream); break;
-    case 2: done = launch_experiment<VEC, 2>(p, g, grid, stream); break;
-    case 3: done = launch_experiment<VEC, 3>(p, g, grid, stream); break;
-    case 4: done = launch_experiment<VEC, 4>(p, g, grid, stream); break;
-    case 5: done = launch_experiment<VEC, 5>(p, g, grid, stream); break;
-    case 6: done = launch_experiment<VEC, 6>(p, g, grid, stream); break;
-    case 7: done = launch_experiment<VEC, 7>(p, g, grid, stream); break;
-    case 8: done = launch_experiment<VEC, 8>(p, g, grid, stream); break;
-    default: break;
-  }
-  if (done) return;
   switch (g.vectors) {
     case 1: gemv<VEC, 1><<<grid, threads, 0, stream>>>(p, g); break;
     case 2: gemv<VEC, 2><<<grid, threads, 0, stream>>>(p, g); break;
     case 3: gemv<VEC, 3><<<grid, threads, 0, stream>>>(p, g); break;
-    case 4: gemv<VEC, 4><<<grid, threads, 0, stream>>>(p, g); break;
-    case 5: gemv<VEC, 5><<<grid, threads, 0, stream>>>(p, g); break;
-    case 6: gemv<VEC, 6><<<grid, threads, 0, stream>>>(p, g); break;
-    case 7: gemv<VEC, 7><<<grid, threads, 0, stream>>>(p, g); break;
-    default: gemv<VEC, 8><<<grid, threads, 0, stream>>>(p, g); break;
+    default: gemv<VEC, 4><<<grid, threads, 0, stream>>>(p, g); break;
   }
 }
 
@@ -319,8 +178,7 @@ void launch_gemv(const GemmParams& p, Layout la, Layout lb, cudaStream_t stream)
                     lines_aligned16(g.vec, g.vectors > 1 ? g.vec_apart : 0, g.vec_batch) && p.k % 4 == 0;
   TORCH_INTERNAL_ASSERT(int64_t(p.batch) * p.k_splits <= kMaxGridYZ && (p.k_splits == 1 || p.k_slice % 4 == 0),
                         "vecgemm: gemv launched on ", p.batch, " batches of ", p.k_splits, " K slices of ", p.k_slice);
-  const int rows_per_block = kWarpsPerBlock * gemv_experiment_rows(g.vectors);
-  const dim3 grid((g.rows + rows_per_block - 1) / rows_per_block, p.batch * p.k_splits);
+  const dim3 grid((g.rows + kWarpsPerBlock - 1) / kWarpsPerBlock, p.batch * p.k_splits);
   if (vec4)
     launch_with<4>(p, g, grid, stream);
   else
