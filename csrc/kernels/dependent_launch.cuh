@@ -1,11 +1,11 @@
 // Programmatic dependent launch (sm_90), for the second passes: the split-K reduction after
-// the GEMM (or gemv), the stream-K fix-up after the tail, and the 3xTF32 wgmma kernel after its split
-// pass and its fix-up after it. Each is launched by launch_dependent (dependent_launch.h) or
-// launch_overlapping (batch_launch.h) and may start once every block of the kernel before it
-// has called allow_dependents() (or exited), which the GEMM kernels and the tail do first
-// thing and the split pass last; its
-// launch and ramp-up then overlap the GEMM's last blocks instead of following them (on a
-// 10 us product, a tenth of the time: docs/performance.md).
+// the GEMM (or gemv), the stream-K fix-up after the tail, and the 3xTF32 wgmma kernel after
+// its split pass and its fix-up after it. Each is launched by launch_dependent
+// (dependent_launch.h) or launch_overlapping (batch_launch.h) and may start once every block
+// of the kernel before it has called allow_dependents() (or exited), which the GEMM kernels
+// and the tail do first thing and the split pass last; its launch and ramp-up then overlap
+// the GEMM's last blocks instead of following them (on a 10 us product, a tenth of the time:
+// docs/performance.md).
 //
 // The contract of a kernel launched that way: each of its blocks calls
 // wait_for_predecessor() before touching global memory (it returns once the kernel before

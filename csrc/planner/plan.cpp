@@ -194,7 +194,7 @@ constexpr int kGemvChainsPerOutput = 128;
 
 // gemv's K split. A warp reads its row a round at a time (kGemvKRound floats, 2 KB), so a
 // grid of few warps waits on the memory's latency once a round: by Little's law the memory's
-// rate (~4.8 bytes/ns on an H200) over a ~1 us latency needs some 2,400 rounds in flight.
+// rate (~4,800 bytes/ns on an H200) over a ~1 us latency needs some 2,400 rounds in flight.
 // A matrix of fewer rows (over the batch) than kGemvWarpsPerSm a multiprocessor splits K
 // until it has about that many warps, each slice kGemvMinSliceRounds rounds or more so that
 // a warp's pipeline outlasts its ramp, the slices summed by the split-K reduction (one more
