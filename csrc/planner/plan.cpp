@@ -217,18 +217,25 @@ std::string microseconds(double ns) {
   return text;
 }
 
-// log(the IEEE plan's predicted time / torch.matmul's): against cuBLAS's matrix-vector
-// kernel for a matrix-vector product, else by the device profile's hand-off rule; none
-// where neither speaks for the plan.
-std::optional<double> log_ratio_to_torch(const Plan& plan) {
+// The IEEE plan against torch.matmul: log(its predicted time / torch's), against cuBLAS's
+// matrix-vector kernel for a matrix-vector product, else by the device profile's hand-off
+// rule; none where neither speaks for the plan.
+struct RatioToTorch {
+  double log_ratio;
+  bool matrix_vector;  // torch's time is its matrix-vector kernel's (torch_matrix_vector_ns)
+};
+
+std::optional<RatioToTorch> ratio_to_torch(const Plan& plan) {
   const ProblemKey& key = plan.key;
   if (const std::optional<double> torch_ns = torch_matrix_vector_ns(key)) {
     if (!(plan.predicted_ns > 0.0)) return std::nullopt;
-    return std::log(plan.predicted_ns / *torch_ns);
+    return RatioToTorch{std::log(plan.predicted_ns / *torch_ns), true};
   }
   const double macs = double(key.batch) * double(key.m) * double(key.n) * double(key.k);
-  return torch_handoff_log_ratio(key.device, plan.tiling, macs, plan.copy_a.made || plan.copy_b.made,
-                                 plan.predicted_ns);
+  const std::optional<double> log_ratio = torch_handoff_log_ratio(
+      key.device, plan.tiling, macs, plan.copy_a.made || plan.copy_b.made, plan.predicted_ns);
+  if (!log_ratio) return std::nullopt;
+  return RatioToTorch{*log_ratio, false};
 }
 
 // The fp32 time 3xTF32 has to beat: the IEEE plan's, or torch.matmul's where the hand-off
@@ -236,8 +243,8 @@ std::optional<double> log_ratio_to_torch(const Plan& plan) {
 // Under deterministic algorithms nothing is handed to torch, and the IEEE plan's time stands.
 double fp32_rival_ns(const Plan& ieee) {
   if (at::globalContext().deterministicAlgorithms()) return ieee.predicted_ns;
-  const std::optional<double> log_ratio = log_ratio_to_torch(ieee);
-  return log_ratio && *log_ratio > 0.0 ? ieee.predicted_ns / std::exp(*log_ratio) : ieee.predicted_ns;
+  const std::optional<RatioToTorch> ratio = ratio_to_torch(ieee);
+  return ratio && ratio->log_ratio > 0.0 ? ieee.predicted_ns / std::exp(ratio->log_ratio) : ieee.predicted_ns;
 }
 
 // The length of each fp32 chain of the IEEE plan.
@@ -270,14 +277,14 @@ Reason tf32x3_declined(const ProblemKey& key, const std::optional<Tf32x3Estimate
   return std::nullopt;
 }
 
-// Why torch.matmul is predicted faster than an auto IEEE plan, or none (log_ratio_to_torch).
+// Why torch.matmul is predicted faster than an auto IEEE plan, or none (ratio_to_torch).
 Reason torch_faster(const Plan& plan) {
-  const std::optional<double> log_ratio = log_ratio_to_torch(plan);
-  if (!log_ratio || *log_ratio <= 0.0) return std::nullopt;
+  const std::optional<RatioToTorch> ratio = ratio_to_torch(plan);
+  if (!ratio || ratio->log_ratio <= 0.0) return std::nullopt;
   char text[128];
   std::snprintf(text, sizeof(text), "torch.matmul is predicted faster: this plan at %.2fx its time%s",
-                std::exp(*log_ratio),
-                torch_matrix_vector_ns(plan.key) ? " (its matrix-vector kernel reads the matrix once)" : "");
+                std::exp(ratio->log_ratio),
+                ratio->matrix_vector ? " (its matrix-vector kernel reads the matrix once)" : "");
   return std::string(text);
 }
 
