@@ -66,4 +66,60 @@ __device__ __forceinline__ void store_result4(const GemmParams& p, int split, in
     store_partial4(p, split, batch, row, col, acc);
 }
 
+// Split-K without a reduction launch (p.tile_counters set: execute.cpp): once a block has
+// stored its slice's partial tile it counts itself in at the tile's counter, and the last of
+// the tile's k_splits blocks to arrive adds their partials as splitk_reduce does (from zero,
+// in slice order: the same bits whichever block is last), applies alpha, beta and C, and
+// sets the counter back to zero, as the next launch on the stream expects to find it.
+// kLoadsInFlight slices' loads are issued before their sum, as in splitk_reduce.
+template <int BM, int BN, int kThreads>
+__device__ __forceinline__ void reduce_if_last_slice(const GemmParams& p, int batch, int m0, int n0) {
+  constexpr int kLoadsInFlight = 4;
+  __shared__ bool last;
+  __threadfence();  // this thread's partials reach L2 before the block is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const int tiles_m = (p.m + BM - 1) / BM, tiles_n = (p.n + BN - 1) / BN;
+    unsigned int* counter = p.tile_counters + (int64_t(batch) * tiles_m + m0 / BM) * tiles_n + n0 / BN;
+    last = atomicAdd(counter, 1u) == unsigned(p.k_splits - 1);
+    if (last) *counter = 0u;  // every slice has counted: nothing reads it again in this launch
+    __threadfence();          // the other slices' partials are read after their counts
+  }
+  __syncthreads();
+  if (!last) return;
+  constexpr int kQuadsPerRow = BN / 4;
+  const bool aligned = p.n % 4 == 0;
+  for (int q = threadIdx.x; q < BM * kQuadsPerRow; q += kThreads) {
+    const int row = m0 + q / kQuadsPerRow, col = n0 + (q % kQuadsPerRow) * 4;
+    if (row >= p.m || col >= p.n) continue;
+    const bool whole = aligned && col + 4 <= p.n;
+    float sum[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int s0 = 0; s0 < p.k_splits; s0 += kLoadsInFlight) {
+      float4 v[kLoadsInFlight];
+#pragma unroll
+      for (int j = 0; j < kLoadsInFlight; ++j) {
+        v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (s0 + j >= p.k_splits) continue;
+        // Through L2 (ld.global.cg): the partials were written by other blocks.
+        const float* w = partial_row(p, s0 + j, batch, row) + col;
+        if (whole) {
+          v[j] = __ldcg(reinterpret_cast<const float4*>(w));
+        } else {
+          v[j].x = __ldcg(w);
+          if (col + 1 < p.n) v[j].y = __ldcg(w + 1);
+          if (col + 2 < p.n) v[j].z = __ldcg(w + 2);
+          if (col + 3 < p.n) v[j].w = __ldcg(w + 3);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kLoadsInFlight; ++j) {
+        if (s0 + j < p.k_splits) {
+          sum[0] += v[j].x; sum[1] += v[j].y; sum[2] += v[j].z; sum[3] += v[j].w;
+        }
+      }
+    }
+    store_output4(p, batch, row, col, sum);
+  }
+}
+
 }  // namespace vecgemm
