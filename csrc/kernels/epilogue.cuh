@@ -66,15 +66,31 @@ __device__ __forceinline__ void store_result4(const GemmParams& p, int split, in
     store_partial4(p, split, batch, row, col, acc);
 }
 
+// Four consecutive partial sums of a slice, through L2 (ld.global.cg) where other blocks of
+// the running kernel wrote them, else by the read-only path; 0 past the row's end.
+template <bool kWrittenThisLaunch>
+__device__ __forceinline__ float4 load_partial4(const GemmParams& p, int split, int batch, int row, int col,
+                                                bool whole) {
+  const float* w = partial_row(p, split, batch, row) + col;
+  if (whole) {
+    const float4* w4 = reinterpret_cast<const float4*>(w);
+    return kWrittenThisLaunch ? __ldcg(w4) : __ldg(w4);
+  }
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (col + j < p.n) v[j] = kWrittenThisLaunch ? __ldcg(w + j) : __ldg(w + j);
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
+
 // Split-K without a reduction launch (p.tile_counters set: execute.cpp): once a block has
 // stored its slice's partial tile it counts itself in at the tile's counter, and the last of
 // the tile's k_splits blocks to arrive adds their partials as splitk_reduce does (from zero,
 // in slice order: the same bits whichever block is last), applies alpha, beta and C, and
-// sets the counter back to zero, as the next launch on the stream expects to find it.
-// kLoadsInFlight slices' loads are issued before their sum, as in splitk_reduce.
+// sets the counter back to zero, as the next launch on the stream expects to find it. Four
+// slices' loads in flight: at eight ptxas spilled (docs/history.md, step 80).
 template <int BM, int BN, int kThreads>
 __device__ __forceinline__ void reduce_if_last_slice(const GemmParams& p, int batch, int m0, int n0) {
-  constexpr int kLoadsInFlight = 4;
   __shared__ bool last;
   __threadfence();  // this thread's partials reach L2 before the block is counted
   __syncthreads();
@@ -87,30 +103,18 @@ __device__ __forceinline__ void reduce_if_last_slice(const GemmParams& p, int ba
   }
   __syncthreads();
   if (!last) return;
+  constexpr int kLoadsInFlight = 4;
   constexpr int kQuadsPerRow = BN / 4;
-  const bool aligned = p.n % 4 == 0;
   for (int q = threadIdx.x; q < BM * kQuadsPerRow; q += kThreads) {
     const int row = m0 + q / kQuadsPerRow, col = n0 + (q % kQuadsPerRow) * 4;
     if (row >= p.m || col >= p.n) continue;
-    const bool whole = aligned && col + 4 <= p.n;
+    const bool whole = col + 4 <= p.n && p.n % 4 == 0;
     float sum[4] = {0.f, 0.f, 0.f, 0.f};
     for (int s0 = 0; s0 < p.k_splits; s0 += kLoadsInFlight) {
       float4 v[kLoadsInFlight];
 #pragma unroll
-      for (int j = 0; j < kLoadsInFlight; ++j) {
-        v[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (s0 + j >= p.k_splits) continue;
-        // Through L2 (ld.global.cg): the partials were written by other blocks.
-        const float* w = partial_row(p, s0 + j, batch, row) + col;
-        if (whole) {
-          v[j] = __ldcg(reinterpret_cast<const float4*>(w));
-        } else {
-          v[j].x = __ldcg(w);
-          if (col + 1 < p.n) v[j].y = __ldcg(w + 1);
-          if (col + 2 < p.n) v[j].z = __ldcg(w + 2);
-          if (col + 3 < p.n) v[j].w = __ldcg(w + 3);
-        }
-      }
+      for (int j = 0; j < kLoadsInFlight; ++j)
+        if (s0 + j < p.k_splits) v[j] = load_partial4<true>(p, s0 + j, batch, row, col, whole);
 #pragma unroll
       for (int j = 0; j < kLoadsInFlight; ++j) {
         if (s0 + j < p.k_splits) {

@@ -99,6 +99,9 @@ void split_k(GemmParams& p, int splits, int bk) {
   p.k_slice = slices.length, p.k_splits = slices.count;
 }
 
+// The most batches one launch over p's K slices takes (grid.z = batch x splits).
+int batches_a_launch(const GemmParams& p) { return std::max(1, kMaxGridYZ / p.k_splits); }
+
 // A kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K workspace,
 // sized for the largest chunk of batches grid.z takes (batch x splits <= kMaxGridYZ), and
 // per chunk launch(q) on the chunk's parameters, then, where K is split, reduce(q, first,
@@ -106,7 +109,7 @@ void split_k(GemmParams& p, int splits, int bk) {
 // cannot give the workspace.
 template <class Launch, class Reduce>
 bool run_k_slices(GemmParams p, int batch, const Launch& launch, const Reduce& reduce) {
-  const int max_batch = std::max(1, kMaxGridYZ / p.k_splits);
+  const int max_batch = batches_a_launch(p);
   at::Tensor workspace;
   if (p.k_splits > 1) {
     try {
@@ -192,9 +195,9 @@ void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStr
   split_k(p, choice.splits, tiling.bk);
   if (choice.stream_k && p.k_splits == 1 && run_stream_k(p, key, choice.config, stream)) return;
   if (p.k_splits > 1 && kernel.reduces_own_splits) {
-    // A counter per output tile of the largest batch chunk one launch takes (run_k_slices).
-    const int64_t tiles = int64_t(ceil_div(p.m, tiling.bm)) * ceil_div(p.n, tiling.bn) *
-                          std::min(key.batch, std::max(1, kMaxGridYZ / p.k_splits));
+    // A counter per output tile of the most batches one launch takes.
+    const int64_t tiles =
+        int64_t(ceil_div(p.m, tiling.bm)) * ceil_div(p.n, tiling.bn) * std::min(key.batch, batches_a_launch(p));
     p.tile_counters = stream_tile_counters(key.device, stream, tiles);
   }
   run_split_k(p, key.batch, [&](const GemmParams& q) { kernel.launch(q, stream); }, stream);
