@@ -87,26 +87,6 @@ def test_aligned_odd_shapes(variant, layout, m, n, k, batch, rng):
     assert_gemm_close(run_strict(A, B, C, 1.5, -0.5, variant), A, B, C, 1.5, -0.5)
 
 
-@pytest.mark.parametrize("variant", TILINGS)
-@pytest.mark.parametrize("m,n,k,batch,layout", [(70, 45, 3000, None, "rc"), (130, 66, 2000, 3, "cr"), (33, 257, 1500, None, "rr")])
-def test_own_slice_sums_are_the_reduction_kernels(variant, m, n, k, batch, layout, rng, clean_tuning, monkeypatch):
-    # Split K summed by the kernel's last slice of each tile (VECGEMM_SPLITK_EXP, the
-    # experiment; epilogue.cuh, reduce_if_last_slice) gives splitk_reduce's bits, with alpha,
-    # beta and C, edge tiles and batches, and leaves the stream's counters zero: a second call
-    # gives them again. The 8 x 16 kernels keep splitk_reduce either way.
-    A, B = aligned_operand(rng, m, k, layout[0], batch), aligned_operand(rng, k, n, layout[1], batch)
-    C = randn(rng, m, n)
-    force_choice(A, B, variant, 5)
-    plan = torch_vecgemm.plan(A, B)
-    assert (plan.kernel, plan.split_k) == (variant, 5), plan
-    monkeypatch.setenv("VECGEMM_SPLITK_EXP", "0")
-    reduced = run_strict(A, B, C, 1.5, -0.5)
-    assert_gemm_close(reduced, A, B, C, 1.5, -0.5)
-    monkeypatch.setenv("VECGEMM_SPLITK_EXP", "1")
-    for _ in range(3):
-        assert torch.equal(run_strict(A, B, C, 1.5, -0.5), reduced)
-
-
 @pytest.mark.parametrize("variant", ["auto"] + TILINGS)
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("offset,ld_pad", [(1, 0), (2, 3), (0, 1), (3, 5)])

@@ -41,10 +41,6 @@ struct GemmParams {
   float* workspace;
   // Whether the epilogue may move C and D four elements at a time (16-byte aligned rows).
   bool c_vec4, d_vec4;
-  // Split-K added by the kernel itself (epilogue.cuh, reduce_if_last_slice): a counter per
-  // output tile of the launch, zero on entry and left zero; null where a reduction kernel
-  // adds the slices. Last, so the fields before it keep their offsets in every kernel.
-  unsigned int* tile_counters;
 };
 
 // Whether every line of a matrix starts 16-byte aligned (where 16-byte loads and stores, and

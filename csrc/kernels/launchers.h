@@ -23,9 +23,6 @@ struct TiledKernel {
   const void* entry;  // the __global__ function, for occupancy queries
   int threads;
   StreamKFn stream_k;  // null where the row has no stream-K tail (kernel_configs.h)
-  // Whether it adds its own K slices where GemmParams::tile_counters is set (tile_shape.h,
-  // kReducesOwnSplits), so that no reduction kernel follows it.
-  bool reduces_own_splits;
 };
 
 // The instances of the tiled kernel, filled at load time by the generated translation

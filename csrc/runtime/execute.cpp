@@ -15,7 +15,6 @@
 #include "kernels/simt/kernel_configs.h"
 #include "planner/tf32x3_rows.h"
 #include "runtime/autotune.h"
-#include "runtime/tile_counters.h"
 
 namespace vecgemm {
 
@@ -99,9 +98,6 @@ void split_k(GemmParams& p, int splits, int bk) {
   p.k_slice = slices.length, p.k_splits = slices.count;
 }
 
-// The most batches one launch over p's K slices takes (grid.z = batch x splits).
-int batches_a_launch(const GemmParams& p) { return std::max(1, kMaxGridYZ / p.k_splits); }
-
 // A kernel over p's batch with K in p.k_splits slices of p.k_slice: the split-K workspace,
 // sized for the largest chunk of batches grid.z takes (batch x splits <= kMaxGridYZ), and
 // per chunk launch(q) on the chunk's parameters, then, where K is split, reduce(q, first,
@@ -109,7 +105,7 @@ int batches_a_launch(const GemmParams& p) { return std::max(1, kMaxGridYZ / p.k_
 // cannot give the workspace.
 template <class Launch, class Reduce>
 bool run_k_slices(GemmParams p, int batch, const Launch& launch, const Reduce& reduce) {
-  const int max_batch = batches_a_launch(p);
+  const int max_batch = std::max(1, kMaxGridYZ / p.k_splits);
   at::Tensor workspace;
   if (p.k_splits > 1) {
     try {
@@ -132,12 +128,9 @@ bool run_k_slices(GemmParams p, int batch, const Launch& launch, const Reduce& r
 // run_k_slices with the split-K reduction, for every family that writes split-K partials
 // (epilogue.cuh's store_partial4). Where the workspace cannot be had, the kernel runs over
 // the whole of K instead.
-// A kernel given tile counters (p.tile_counters) adds its own slices, and no reduction follows.
 template <class Launch>
 void run_split_k(GemmParams p, int batch, const Launch& launch, cudaStream_t stream) {
-  const auto reduce = [&](const GemmParams& q, int, int) {
-    if (q.tile_counters == nullptr) launch_splitk_reduce(q, stream);
-  };
+  const auto reduce = [&](const GemmParams& q, int, int) { launch_splitk_reduce(q, stream); };
   if (run_k_slices(p, batch, launch, reduce)) return;
   p.k_slice = p.k, p.k_splits = 1;
   run_k_slices(p, batch, launch, reduce);  // unsplit: no workspace to fail
@@ -191,15 +184,8 @@ void run_tiled(GemmParams p, const ProblemKey& key, TilingChoice choice, cudaStr
   const TiledKernel kernel = tiled_kernel(choice.config, key.la, key.lb, key.vec4);
   TORCH_INTERNAL_ASSERT(kernel.launch != nullptr, "vecgemm: no ", kernel_config_name(choice.config),
                         " kernel for ", key.str());
-  const Tiling& tiling = kKernelConfigs[choice.config].tiling;
-  split_k(p, choice.splits, tiling.bk);
+  split_k(p, choice.splits, kKernelConfigs[choice.config].tiling.bk);
   if (choice.stream_k && p.k_splits == 1 && run_stream_k(p, key, choice.config, stream)) return;
-  if (p.k_splits > 1 && kernel.reduces_own_splits) {
-    // A counter per output tile of the most batches one launch takes.
-    const int64_t tiles =
-        int64_t(ceil_div(p.m, tiling.bm)) * ceil_div(p.n, tiling.bn) * std::min(key.batch, batches_a_launch(p));
-    p.tile_counters = stream_tile_counters(key.device, stream, tiles);
-  }
   run_split_k(p, key.batch, [&](const GemmParams& q) { kernel.launch(q, stream); }, stream);
 }
 

@@ -12,11 +12,22 @@
 
 namespace vecgemm {
 
-// Each thread keeps kSplitkReduceLoadsInFlight loads in flight (epilogue.cuh, load_partial4):
-// the partials are read once and the sum is latency-bound wherever the output is small (a
-// few hundred threads reading 32 partials each); reading them one after another cost
-// 10-27 us on the H200 where cuBLAS's reduction took 2-5.
+// Each thread keeps kSplitkReduceLoadsInFlight loads in flight: the partials are read once
+// and the sum is latency-bound wherever the output is small (a few hundred threads reading
+// 32 partials each); reading them one after another cost 10-27 us on the H200 where
+// cuBLAS's reduction took 2-5.
 constexpr int kLoadsInFlight = kSplitkReduceLoadsInFlight;
+
+__device__ __forceinline__ float4 load_partial4(const GemmParams& p, int split, int batch, int row, int col,
+                                                bool whole) {
+  const float* w = partial_row(p, split, batch, row) + col;
+  if (whole) return __ldg(reinterpret_cast<const float4*>(w));
+  float v[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (col + j < p.n) v[j] = __ldg(w + j);
+  return make_float4(v[0], v[1], v[2], v[3]);
+}
 
 __global__ void splitk_reduce(const GemmParams p) {
   wait_for_predecessor();  // the partial products (dependent_launch.cuh)
@@ -33,7 +44,7 @@ __global__ void splitk_reduce(const GemmParams p) {
       float4 v[kLoadsInFlight];
 #pragma unroll
       for (int j = 0; j < kLoadsInFlight; ++j)
-        if (s0 + j < p.k_splits) v[j] = load_partial4<false>(p, s0 + j, batch, row, col, whole);
+        if (s0 + j < p.k_splits) v[j] = load_partial4(p, s0 + j, batch, row, col, whole);
       // Summed in split order, whatever the loads' order of arrival: the result is the
       // same bits on every run.
 #pragma unroll

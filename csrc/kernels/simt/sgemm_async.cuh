@@ -117,8 +117,6 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_async(const 
   else
     async_mainloop<S, true>(tile_a, tile_b, As, Bs, blk.k_len, blk.a_row, blk.b_col, acc);
   store_accumulators(p, blk, acc);
-  if constexpr (kReducesOwnSplits<S>)
-    if (p.k_splits > 1 && p.tile_counters != nullptr) reduce_if_last_slice<S::BM, S::BN, S::kThreads>(p, blk.batch, blk.m0, blk.n0);
 }
 
 }  // namespace vecgemm

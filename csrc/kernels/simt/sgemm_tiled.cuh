@@ -99,8 +99,6 @@ __global__ void __launch_bounds__(S::kThreads, S::kMinBlocks) sgemm_tiled(const 
   float acc[S::TM][S::TN];
   block_product<S, LA, LB, VEC>(p, blk, As, Bs, acc);
   store_accumulators(p, blk, acc);
-  if constexpr (kReducesOwnSplits<S>)
-    if (p.k_splits > 1 && p.tile_counters != nullptr) reduce_if_last_slice<S::BM, S::BN, S::kThreads>(p, blk.batch, blk.m0, blk.n0);
 }
 
 }  // namespace vecgemm

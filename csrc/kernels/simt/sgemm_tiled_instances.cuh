@@ -60,7 +60,7 @@ void register_instance() {
   if constexpr (kKernelConfigs[I].stream_k && VEC == 4) stream_k = &launch_stream_k<I>;
   register_tiled_kernel(I, VECGEMM_LA, VECGEMM_LB, VEC == 4,
                         TiledKernel{&launch_tiled<I, VEC>, reinterpret_cast<const void*>(kernel_of<I, VEC>()),
-                                    ShapeOf<I>::kThreads, stream_k, kReducesOwnSplits<ShapeOf<I>>});
+                                    ShapeOf<I>::kThreads, stream_k});
 }
 
 template <int I>

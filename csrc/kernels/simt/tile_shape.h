@@ -56,14 +56,6 @@ struct MainloopPolicy {
 template <class Tile, class Policy>
 struct KernelShape : Tile, Policy {};
 
-// Whether a tiling's kernels may add their own K slices (epilogue.cuh, reduce_if_last_slice)
-// instead of leaving them to splitk_reduce: the thread tiles four wide, the small and deep-K
-// problems' tilings, where a reduction's launch weighs most. The 8 x 8 kernels sit at their
-// register bound, where the added code made ptxas spill in 17 of their instances, and the
-// 8 x 16 ones keep the main loops the SASS rewrite recognises by fingerprint.
-template <class S>
-inline constexpr bool kReducesOwnSplits = S::TN == 4;
-
 // The cp.async kernel's shape (sgemm_async.cuh): a kernel shape plus its pipeline depth.
 template <class Shape, int STAGES>
 struct AsyncShape : Shape {
